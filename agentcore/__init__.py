@@ -1,0 +1,15 @@
+"""agentcore: a small asyncio kernel through which every inference of an LLM host runs.
+
+Plugins implement the hooks of `agentcore.hookspecs`, marked with `hookimpl`::
+
+    from agentcore import hookimpl
+
+    @hookimpl
+    def on_trace(event):
+        print(event.to_json())
+"""
+
+from agentcore.hookspecs import hookimpl
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "hookimpl"]

@@ -1,0 +1,144 @@
+"""The hooks agentcore's kernel calls, grouped by when they are called.
+
+Every implementation may be a plain function or an `async def`: the kernel
+awaits each result in order (`agentcore.hooks` is that one layer), so "first
+non-None result" holds for async implementations too. An implementation may take
+any subset of its spec's arguments. Hook wrappers are not supported.
+
+Failures are contained by kind of hook:
+
+- *Observer* hooks (`on_trace`, `on_wait_start`, `on_wait_end`,
+  `on_attempt_end`, `on_stream_event` when it returns None): an exception is
+  logged with the plugin's name and the inference goes on.
+- *Decision* hooks (`on_admission`, `on_inference_error`, `on_mcpl_request`):
+  an `InferenceError` (or `McplError`) raised on purpose is the answer; any
+  other exception fails that inference with a `PluginError` naming the plugin.
+
+Defaults shipped by agentcore are ordinary plugins; mark a default
+implementation `trylast=True` so any other plugin wins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from agentcore.inference import InferenceError, StreamEvent
+    from agentcore.inference.calls import Attempt, Decision, Wait
+    from agentcore.mcpl.protocol import McplRequest
+    from agentcore.plugins import PluginContext, SettingsSection
+    from agentcore.traces import TraceEvent
+
+PROJECT = "agentcore"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# -- lifecycle ---------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def agentcore_settings() -> SettingsSection | None:
+    """Declare this plugin's settings: the section it reads and the model that validates it.
+
+    Called once per plugin, when it is loaded, before any setting is read.
+    Return ``SettingsSection("retry", RetrySettings)``; a dotted section
+    (``"mcpl.routing"``) nests. The kernel validates the deployment's section with
+    the model and reports unknown keys with file and key path.
+    """
+
+
+@hookspec
+def agentcore_start(context: PluginContext) -> None:
+    """The kernel is starting: keep `context` (settings, trace emitter, the kernel).
+
+    Called once per plugin, in load order. An exception here is reported by the
+    plugin's name and, unless ``[plugins] strict = false``, stops the host.
+    """
+
+
+@hookspec
+def agentcore_stop() -> None:
+    """The kernel is stopping: release waiters and resources. Exceptions are logged."""
+
+
+# -- each attempt ------------------------------------------------------------
+
+
+@hookspec
+def on_admission(attempt: Attempt) -> None:
+    """Called before every attempt's provider call; every implementation runs, in order.
+
+    An implementation may wait (announcing the wait with `PluginContext.waiting`
+    so a wait is never silent) and return None to admit the attempt, or raise
+    `InferenceError` to refuse it: the inference then fails with that error
+    without calling the provider. The provider hold answers here.
+    """
+
+
+@hookspec
+def on_stream_event(attempt: Attempt, event: StreamEvent) -> StreamEvent | None:
+    """Called for every event of a streamed attempt, before the consumer sees it.
+
+    Return None to observe, or an event to replace this one for the consumer and
+    for later implementations. Runs on the hot path: keep it cheap.
+    """
+
+
+@hookspec(firstresult=True)
+def on_inference_error(attempt: Attempt, error: InferenceError) -> Decision | None:
+    """An attempt failed before anything visible reached the consumer: retry or give up?
+
+    Stops at the first non-None result: `Retry(delay_s)` makes the kernel wait
+    (announced as a ``backoff`` wait) and try again; `GiveUp(error)` fails the
+    inference. None from every plugin means give up. Not called once a visible
+    token of a streamed attempt has reached the consumer.
+    """
+
+
+@hookspec
+def on_attempt_end(attempt: Attempt, error: InferenceError | None) -> None:
+    """Every attempt's outcome, success (`error` None) or failure; observers only.
+
+    Called after the attempt's terminal, before `on_inference_error`. A
+    cancelled attempt ends with an error of kind ``cancelled``.
+    """
+
+
+# -- waits ---------------------------------------------------------------------
+
+
+@hookspec
+def on_wait_start(wait: Wait) -> None:
+    """A call began to wait, for a hold or a retry backoff; observers only."""
+
+
+@hookspec
+def on_wait_end(wait: Wait) -> None:
+    """A wait ended (elapsed, released, or cut short by shutdown); observers only."""
+
+
+# -- traces ------------------------------------------------------------------
+
+
+@hookspec
+def on_trace(event: TraceEvent) -> None:
+    """Every trace event, in the order emitted. Sinks observe; a sink never breaks inference."""
+
+
+# -- MCPL --------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def on_mcpl_request(request: McplRequest) -> Any:
+    """An inbound MCPL request that passed the grant and feature-set checks.
+
+    Stops at the first non-None result, which is sent as the JSON-RPC result.
+    Raise `McplError` for an error answer; any other exception is answered
+    -32603. If no plugin answers, the connection answers -32601.
+    """
+
+
+__all__ = ["PROJECT", "hookimpl", "hookspec"]

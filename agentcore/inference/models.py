@@ -1,0 +1,139 @@
+"""The normalized request and response: what policies and the MCPL router see.
+
+Plain slotted dataclasses, not pydantic models: a streamed inference creates one
+event per token, and the hot path has no room for validation nobody asked for.
+Providers translate their wire format to and from these types and nothing else
+leaks out of `agentcore.providers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+Role: TypeAlias = Literal["user", "assistant"]
+ROLES: frozenset[str] = frozenset({"user", "assistant"})
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "abort"
+]
+STOP_REASONS: frozenset[str] = frozenset(
+    {"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "abort"}
+)
+
+BlockType: TypeAlias = Literal["text", "thinking", "tool_use"]
+
+
+@dataclass(slots=True)
+class TextBlock:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(slots=True)
+class ThinkingBlock:
+    thinking: str
+    signature: str | None = None
+    type: Literal["thinking"] = "thinking"
+
+
+@dataclass(slots=True)
+class ToolUseBlock:
+    id: str
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    type: Literal["tool_use"] = "tool_use"
+
+
+@dataclass(slots=True)
+class ToolResultBlock:
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+    type: Literal["tool_result"] = "tool_result"
+
+
+ContentBlock: TypeAlias = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock
+OutputBlock: TypeAlias = TextBlock | ThinkingBlock | ToolUseBlock
+
+
+@dataclass(slots=True)
+class Message:
+    role: Role
+    content: list[ContentBlock]
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls("user", [TextBlock(text)])
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls("assistant", [TextBlock(text)])
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+@dataclass(slots=True)
+class Tool:
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+
+@dataclass(slots=True)
+class Request:
+    """One inference as the host asks for it.
+
+    `model` is a model reference, ``"NAME:MODEL"``: NAME picks `[providers.NAME]`
+    from the settings, MODEL is passed to that provider as is.
+    `metadata` travels with the inference into traces and hooks (e.g. the MCPL
+    server that asked for it); providers never send it.
+    """
+
+    model: str
+    messages: list[Message]
+    system: str | None = None
+    max_tokens: int = 1024
+    temperature: float | None = None
+    stop_sequences: list[str] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class StopInfo:
+    """Why the model stopped: the normalized reason, the provider's own token, the sequence."""
+
+    reason: StopReason
+    raw: str | None = None
+    sequence: str | None = None
+
+
+@dataclass(slots=True)
+class Response:
+    content: list[OutputBlock]
+    stop: StopInfo
+    usage: Usage
+    model_requested: str
+    model_served: str
+    provider: str = ""
+
+    @property
+    def text(self) -> str:
+        """The visible text: the text blocks joined, thinking and tool calls left out."""
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_calls(self) -> list[ToolUseBlock]:
+        return [b for b in self.content if isinstance(b, ToolUseBlock)]

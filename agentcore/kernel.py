@@ -1,0 +1,592 @@
+"""The kernel: the plugin manager and the inference pipeline every inference runs through.
+
+One inference is a loop of attempts. Each attempt is admitted (`on_admission`,
+where the provider hold waits), calls the provider, passes every stream event
+through `on_stream_event` to the consumer, and ends in exactly one terminal.
+A failed attempt is offered to `on_inference_error` — only while nothing
+visible has reached the consumer — which decides to retry after N seconds or
+give up; the kernel announces the backoff as a wait and sleeps, cancellably.
+Policy lives in plugins: without any, an inference is tried once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from agentcore.hooks import Hooks, plugin_manager
+from agentcore.inference import (
+    NO_TERMINAL,
+    PROGRESS_TIMEOUT,
+    REQUEST_TIMEOUT,
+    SHUTTING_DOWN,
+    Aborted,
+    Complete,
+    Failed,
+    InferenceError,
+    PluginError,
+    Request,
+    Response,
+    Retrying,
+    StreamEvent,
+    Terminal,
+    Token,
+)
+from agentcore.inference.calls import Attempt, GiveUp, Inference, Retry, Wait, WaitReason
+from agentcore.plugins import (
+    PluginContext,
+    PluginRecord,
+    PluginState,
+    SettingsSection,
+    disabled_names,
+    discover,
+    instantiate,
+)
+from agentcore.providers import Provider, create_provider
+from agentcore.settings import (
+    LoadedSettings,
+    PluginsSettings,
+    Settings,
+    SettingsError,
+    load_settings,
+    read_toml,
+    settings_path,
+)
+from agentcore.traces import TraceEvent
+
+
+class PluginLoadError(Exception):
+    """The host will not start with a half-loaded policy (``[plugins] strict = true``)."""
+
+    def __init__(self, failed: list[PluginRecord]) -> None:
+        lines = "\n".join(f"  {r.name} ({r.distribution}): {r.error}" for r in failed)
+        super().__init__(
+            "these plugins failed, and [plugins] strict is true:\n"
+            + lines
+            + "\nfix or disable them, or set [plugins] strict = false"
+        )
+        self.failed = failed
+
+
+def split_model(reference: str) -> tuple[str, str]:
+    name, sep, model = reference.partition(":")
+    if not sep or not name or not model:
+        raise InferenceError(
+            "invalid_request",
+            f"model reference {reference!r} is not of the form NAME:MODEL",
+            retryable=False,
+        )
+    return name, model
+
+
+class Kernel:
+    """Loads settings and plugins, runs inferences, emits traces. Use `Kernel.load()`."""
+
+    def __init__(self, loaded: LoadedSettings, records: list[PluginRecord]) -> None:
+        self.loaded = loaded
+        self.settings: Settings = loaded.settings
+        self.records = records
+        self.stopping = asyncio.Event()
+        self._pm = plugin_manager()
+        for record in records:
+            if record.state == "active" and record.plugin is not None:
+                self._register(record)
+        self.hooks = Hooks(self._pm)
+        self._providers: dict[str, Provider] = {}
+        self._ids = itertools.count(1)
+        self._started = False
+
+    def _register(self, record: PluginRecord) -> None:
+        try:
+            self._pm.register(record.plugin, name=record.name)
+        except Exception as exc:  # pluggy's validation of the hook implementations
+            record.state, record.error = "failed", f"{type(exc).__name__}: {exc}"
+
+    # -- loading -----------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        plugins: Mapping[str, object] | None = None,
+        discover_plugins: bool = True,
+    ) -> Kernel:
+        """Discover plugins, validate the settings with every plugin's section, build the kernel.
+
+        `path` is `--settings PATH` (else `AGENTCORE_SETTINGS`, else defaults only).
+        `plugins` registers extra plugins by name, as if found by entry point
+        (tests and embedding hosts); a name found by discovery is replaced.
+        """
+        environ = os.environ if environ is None else environ
+        file = settings_path(path, environ)
+        raw = read_toml(file) if file is not None else {}
+        try:
+            early = PluginsSettings.model_validate(raw.get("plugins", {}))
+        except Exception:
+            early = PluginsSettings()  # the full validation below reports what is wrong
+        blocked = disabled_names(early.disabled, environ)
+        records = discover(blocked) if discover_plugins else []
+        for name, obj in (plugins or {}).items():
+            for record in records:
+                if record.name == name and record.state == "active":
+                    record.state, record.replaced_by, record.plugin = (
+                        "replaced",
+                        "(registered)",
+                        None,
+                    )
+            state: PluginState = "disabled" if name in blocked else "active"
+            plugin = instantiate(obj) if state == "active" else None
+            records.append(PluginRecord(name, "(registered)", "", state, plugin=plugin))
+        sections: dict[str, Any] = {}
+        for record in records:
+            if record.state == "active":
+                _read_section(record)
+            if record.section is not None:
+                sections[record.section.path] = record.section.model
+            else:
+                sections.setdefault(record.name.replace("-", "_"), None)
+        loaded = load_settings(file, sections=sections, environ=environ)
+        failed = [r for r in records if r.state == "failed"]
+        if failed and loaded.settings.plugins.strict:
+            raise PluginLoadError(failed)
+        for record in failed:
+            logger.error("plugin {!r} failed and is not loaded: {}", record.name, record.error)
+        return cls(loaded, records)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every active plugin, in load order; a failure is reported by the plugin's name."""
+        if self._started:
+            return
+        self._started = True
+        failed: list[PluginRecord] = []
+        for record in self.records:
+            if record.state != "active":
+                continue
+            section = record.section.path if record.section else None
+            context = PluginContext(
+                self, record.name, self.settings.section(section) if section else None
+            )
+            try:
+                await self.hooks.start_plugin(record.name, context)
+            except Exception as exc:
+                record.state, record.error = "failed", f"start failed: {type(exc).__name__}: {exc}"
+                failed.append(record)
+                self._pm.unregister(name=record.name)
+        self.hooks.refresh()
+        if failed:
+            if self.settings.plugins.strict:
+                await self.stop()
+                raise PluginLoadError(failed)
+            for record in failed:
+                logger.error("plugin {!r} is not loaded: {}", record.name, record.error)
+
+    async def stop(self) -> None:
+        """Wake every waiter (it fails: shutting down), stop plugins, close providers."""
+        self.stopping.set()
+        await self.hooks.stop()
+        providers, self._providers = self._providers, {}
+        for provider in providers.values():
+            try:
+                await provider.aclose()
+            except Exception:
+                logger.exception("closing provider {!r} failed", provider.name)
+
+    async def __aenter__(self) -> Kernel:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- traces and waits ------------------------------------------------------------
+
+    async def emit(self, type: str, **fields: Any) -> None:
+        await self.hooks.trace(TraceEvent(type, fields))
+
+    @asynccontextmanager
+    async def waiting(
+        self, reason: WaitReason, attempt: Attempt, until: float | None
+    ) -> AsyncIterator[Wait]:
+        """Announce a wait to observers for as long as the block runs."""
+        wait = Wait(f"w{next(self._ids)}", reason, attempt, time.monotonic(), until)
+        await self.hooks.wait_start(wait)
+        try:
+            yield wait
+        finally:
+            await self.hooks.wait_end(wait)
+
+    async def sleep(self, delay_s: float) -> None:
+        """Sleep, unless the kernel stops first: then raise the shutting-down error."""
+        if self.stopping.is_set():
+            raise shutting_down()
+        try:
+            await asyncio.wait_for(self.stopping.wait(), timeout=max(0.0, delay_s))
+        except TimeoutError:
+            return
+        raise shutting_down()
+
+    # -- providers ---------------------------------------------------------------------
+
+    def provider(self, name: str) -> Provider:
+        provider = self._providers.get(name)
+        if provider is None:
+            config = self.settings.providers.get(name)
+            if config is None:
+                known = ", ".join(sorted(self.settings.providers))
+                raise InferenceError(
+                    "invalid_request",
+                    f"no provider named {name!r} in the settings (configured: {known})",
+                    retryable=False,
+                )
+            provider = create_provider(name, config, self.settings.inference)
+            self._providers[name] = provider
+        return provider
+
+    def _begin(self, request: Request, streamed: bool) -> tuple[Inference, Provider]:
+        name, model = split_model(request.model)
+        provider = self.provider(name)
+        inference = Inference(f"inf_{next(self._ids)}", request, name, model, streamed)
+        return inference, provider
+
+    async def _start_trace(self, inference: Inference) -> None:
+        await self.emit(
+            "inference:start",
+            inferenceId=inference.id,
+            model=inference.request.model,
+            provider=inference.provider,
+            streamed=inference.streamed,
+            **_trace_metadata(inference),
+        )
+
+    # -- the pipeline --------------------------------------------------------------------
+
+    async def _admit(self, attempt: Attempt) -> None:
+        if self.stopping.is_set():
+            raise shutting_down()
+        try:
+            await self.hooks.admission(attempt)
+        except PluginError as exc:
+            raise as_inference_error(exc) from exc
+
+    async def _after_failure(
+        self, attempt: Attempt, error: InferenceError
+    ) -> float | InferenceError:
+        """Ask the policies: the delay before the next attempt, or the error to fail with."""
+        if error.kind == "cancelled":
+            return error
+        try:
+            decision = await self.hooks.inference_error(attempt, error)
+        except PluginError as exc:
+            return as_inference_error(exc)
+        except InferenceError as exc:
+            return exc
+        if isinstance(decision, Retry):
+            attempt.inference.errors.append(error)
+            await self.emit(
+                "inference:retry",
+                inferenceId=attempt.inference.id,
+                model=attempt.inference.request.model,
+                attempt=attempt.number,
+                delayMs=round(decision.delay_s * 1000),
+                error=error.describe(),
+            )
+            return decision.delay_s
+        if isinstance(decision, GiveUp) and decision.error is not None:
+            return decision.error
+        return error
+
+    async def _backoff(self, attempt: Attempt, delay_s: float) -> None:
+        async with self.waiting("backoff", attempt, time.monotonic() + delay_s):
+            await self.sleep(delay_s)
+
+    async def _complete_trace(self, attempt: Attempt, response: Response) -> None:
+        inference = attempt.inference
+        await self.emit(
+            "inference:complete",
+            inferenceId=inference.id,
+            model=inference.request.model,
+            modelServed=response.model_served,
+            streamed=inference.streamed,
+            attempts=attempt.number,
+            inputTokens=response.usage.input_tokens,
+            outputTokens=response.usage.output_tokens,
+            finishReason=response.stop.reason,
+            **_trace_metadata(inference),
+        )
+
+    async def _fail_trace(self, inference: Inference, attempts: int, error: InferenceError) -> None:
+        await self.emit(
+            "inference:fail",
+            inferenceId=inference.id,
+            model=inference.request.model,
+            streamed=inference.streamed,
+            attempts=attempts,
+            error=error.describe(),
+            errorKind=error.kind,
+            **_trace_metadata(inference),
+        )
+
+    async def complete(self, request: Request) -> Response:
+        """One whole (non-streamed) inference with every policy applied; raises `InferenceError`."""
+        inference, provider = self._begin(request, streamed=False)
+        await self._start_trace(inference)
+        timeout = self.settings.inference.request_timeout_s
+        for number in itertools.count(1):
+            attempt = Attempt(inference, number)
+            try:
+                await self._admit(attempt)
+                try:
+                    async with asyncio.timeout(timeout):
+                        response = await provider.complete(request, inference.model)
+                except TimeoutError:
+                    raise request_timeout(timeout) from None
+            except InferenceError as error:
+                await self.hooks.attempt_end(attempt, error)
+                outcome = await self._after_failure(attempt, error)
+                if isinstance(outcome, InferenceError):
+                    await self._fail_trace(inference, number, outcome)
+                    raise outcome from None
+                try:
+                    await self._backoff(attempt, outcome)
+                except InferenceError as stopped:
+                    await self._fail_trace(inference, number, stopped)
+                    raise
+                continue
+            except asyncio.CancelledError:
+                await self.hooks.attempt_end(attempt, cancelled())
+                raise
+            await self.hooks.attempt_end(attempt, None)
+            await self._complete_trace(attempt, response)
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Stream one inference with every policy applied. Ends with exactly one terminal event.
+
+        Leave early with ``async with contextlib.aclosing(kernel.stream(r))`` to
+        close the provider call at once.
+        """
+        try:
+            inference, provider = self._begin(request, streamed=True)
+        except InferenceError as error:
+            yield Failed(error)
+            return
+        await self._start_trace(inference)
+        for number in itertools.count(1):
+            attempt = Attempt(inference, number)
+            try:
+                await self._admit(attempt)
+            except InferenceError as error:
+                await self._fail_trace(inference, number, error)
+                yield Failed(error)
+                return
+            visible = False
+            terminal: Terminal | None = None
+            try:
+                async with aclosing(self._attempt(provider, attempt)) as events:
+                    async for event in events:
+                        if self.hooks.has_stream_observers:
+                            event = await self.hooks.stream_event(attempt, event)
+                        if type(event) is Token:
+                            visible = visible or event.visible
+                        elif isinstance(event, Complete | Failed | Aborted):
+                            terminal = event
+                            break
+                        yield event
+            except (asyncio.CancelledError, GeneratorExit):
+                await self.hooks.attempt_end(attempt, cancelled())
+                raise
+            assert terminal is not None  # _attempt always ends with one
+            if isinstance(terminal, Complete):
+                await self.hooks.attempt_end(attempt, None)
+                await self._complete_trace(attempt, terminal.response)
+                yield terminal
+                return
+            failure = terminal.error
+            await self.hooks.attempt_end(attempt, failure)
+            outcome = failure if visible else await self._after_failure(attempt, failure)
+            if isinstance(outcome, InferenceError):
+                await self._fail_trace(inference, number, outcome)
+                yield terminal if outcome is failure else Failed(outcome)
+                return
+            yield Retrying(number, outcome, failure)
+            try:
+                await self._backoff(attempt, outcome)
+            except InferenceError as stopped:
+                await self._fail_trace(inference, number, stopped)
+                yield Aborted("cancelled", stopped)
+                return
+
+    async def _attempt(
+        self, provider: Provider, attempt: Attempt
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The provider's events for one attempt, cut by the progress and request timeouts,
+        always ending in one terminal. The provider's stream is closed however this ends."""
+        config = self.settings.inference
+        events = provider.stream(attempt.inference.request, attempt.model)
+        watchdog = _Watchdog(config.progress_timeout_s, config.request_timeout_s)
+        try:
+            while True:
+                if watchdog.expired is not None:
+                    yield watchdog.aborted()
+                    return
+                watchdog.waiting = True
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    yield Failed(no_terminal(attempt))
+                    return
+                except InferenceError as error:
+                    yield Failed(error)
+                    return
+                except asyncio.CancelledError:
+                    if watchdog.took_cancel():
+                        yield watchdog.aborted()
+                        return
+                    raise
+                finally:
+                    watchdog.waiting = False
+                if type(event) is Token:
+                    if event.visible:
+                        watchdog.progress()
+                elif isinstance(event, Complete | Failed | Aborted):
+                    yield event
+                    return
+                yield event
+        finally:
+            watchdog.cancel()
+            await _aclose(events)
+
+
+class _Watchdog:
+    """The progress and whole-request timeouts of one attempt, at the cost of a clock read
+    per visible token: one timer is re-armed only when it fires, and it cancels the task
+    only while the task waits on the provider (never inside the consumer's own code)."""
+
+    def __init__(self, progress_s: float, request_s: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._progress_s = progress_s
+        self._request_s = request_s
+        self._started = self._last = self._loop.time()
+        self.waiting = False
+        self.expired: str | None = None
+        self._cancelled_task = False
+        self._handle = self._loop.call_at(self._deadline(), self._check)
+
+    def _deadline(self) -> float:
+        return min(self._last + self._progress_s, self._started + self._request_s)
+
+    def progress(self) -> None:
+        self._last = self._loop.time()
+
+    def _check(self) -> None:
+        deadline = self._deadline()
+        if self._loop.time() < deadline:
+            self._handle = self._loop.call_at(deadline, self._check)
+            return
+        if self._last + self._progress_s <= self._started + self._request_s:
+            self.expired = PROGRESS_TIMEOUT
+        else:
+            self.expired = REQUEST_TIMEOUT
+        if self.waiting and self._task is not None:
+            self._cancelled_task = True
+            self._task.cancel()
+
+    def took_cancel(self) -> bool:
+        """True when the cancellation just caught was this watchdog's alone (then undo it)."""
+        if not self._cancelled_task or self._task is None:
+            return False
+        self._cancelled_task = False
+        return self._task.uncancel() == 0
+
+    def aborted(self) -> Aborted:
+        if self.expired == PROGRESS_TIMEOUT:
+            error = InferenceError(
+                "timeout",
+                f"No visible progress within {self._progress_s:g} s "
+                "([inference] progress_timeout_s)",
+                code=PROGRESS_TIMEOUT,
+            )
+        else:
+            error = request_timeout(self._request_s)
+        return Aborted("timeout", error)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+async def _aclose(events: AsyncIterator[StreamEvent]) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def _read_section(record: PluginRecord) -> None:
+    hook = getattr(record.plugin, "agentcore_settings", None)
+    if hook is None:
+        return
+    try:
+        section = hook()
+    except Exception as exc:
+        record.state, record.error = (
+            "failed",
+            f"agentcore_settings raised {type(exc).__name__}: {exc}",
+        )
+        return
+    if section is not None and not isinstance(section, SettingsSection):
+        record.state, record.error = "failed", "agentcore_settings must return a SettingsSection"
+        return
+    record.section = section
+
+
+def _trace_metadata(inference: Inference) -> dict[str, Any]:
+    server = inference.request.metadata.get("serverId")
+    return {"serverId": server} if server is not None else {}
+
+
+def no_terminal(attempt: Attempt) -> InferenceError:
+    return InferenceError(
+        "network",
+        "The inference stream ended without a result",
+        code=NO_TERMINAL,
+        provider=attempt.provider,
+        model=attempt.model,
+    )
+
+
+def request_timeout(seconds: float) -> InferenceError:
+    return InferenceError(
+        "timeout",
+        f"The attempt took longer than {seconds:g} s ([inference] request_timeout_s)",
+        code=REQUEST_TIMEOUT,
+    )
+
+
+def shutting_down() -> InferenceError:
+    return InferenceError(
+        "cancelled", "The host is shutting down", retryable=False, code=SHUTTING_DOWN
+    )
+
+
+def cancelled() -> InferenceError:
+    return InferenceError("cancelled", "The inference was cancelled", retryable=False)
+
+
+def as_inference_error(error: PluginError) -> InferenceError:
+    return InferenceError("unknown", str(error), retryable=False)
+
+
+__all__ = ["Kernel", "PluginLoadError", "SettingsError", "split_model"]

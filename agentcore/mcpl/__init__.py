@@ -1,0 +1,1 @@
+"""MCPL (MCP Live) host: JSON-RPC connections to servers, transports, grants."""

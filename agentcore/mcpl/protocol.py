@@ -1,0 +1,67 @@
+"""The parts of MCPL that plugins see: error codes, the error type, an inbound request.
+
+The connection layer (`agentcore.mcpl.connection`) owns the wire; a plugin
+answering `on_mcpl_request` sees only an `McplRequest` and returns a result or
+raises `McplError`. Everything else a plugin raises becomes -32603 at the one
+boundary where exceptions become error objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# JSON-RPC 2.0
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# MCPL 0.5 (SPEC §6)
+FEATURE_SET_NOT_ENABLED = -32001
+CAPABILITY_DENIED = -32002
+UNKNOWN_FEATURE_SET = -32003
+
+
+class McplError(Exception):
+    """An error answer: `code`, `message` and optional `data`, exactly as sent."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_wire(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ServerHandle(Protocol):
+    """The MCPL server a request came from, as a plugin may use it."""
+
+    @property
+    def name(self) -> str:
+        """The `[mcpl.servers.NAME]` key."""
+        ...
+
+    @property
+    def grant(self) -> frozenset[str]:
+        """The effective capabilities sent in `featureSets/update`."""
+        ...
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification to the server (e.g. `inference/chunk`)."""
+        ...
+
+
+@dataclass(slots=True)
+class McplRequest:
+    """One inbound request that passed the kernel's grant and feature-set checks."""
+
+    server: ServerHandle
+    id: int | str
+    method: str
+    params: dict[str, Any]

@@ -1,0 +1,42 @@
+"""Provider adapters, one per wire format, all speaking the normalized model.
+
+`create_provider` maps a `[providers.NAME]` section's `kind` to its adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentcore.providers.base import Provider, normalize_stop
+from agentcore.settings import InferenceSettings, ProviderSettings
+
+ProviderFactory = Callable[[str, ProviderSettings, InferenceSettings], Provider]
+
+
+def _echo(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.echo import EchoProvider
+
+    return EchoProvider(name, config)
+
+
+_FACTORIES: dict[str, ProviderFactory] = {"echo": _echo}
+
+
+def register_kind(kind: str, factory: ProviderFactory) -> None:
+    _FACTORIES[kind] = factory
+
+
+def create_provider(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    factory = _FACTORIES.get(config.kind)
+    if factory is None:
+        from agentcore.inference import InferenceError
+
+        raise InferenceError(
+            "invalid_request",
+            f"provider {name!r}: kind {config.kind!r} is not available in this build",
+            retryable=False,
+        )
+    return factory(name, config, inference)
+
+
+__all__ = ["Provider", "ProviderFactory", "create_provider", "normalize_stop", "register_kind"]

@@ -1,0 +1,67 @@
+"""What a provider adapter is to the kernel, and the small helpers every adapter shares.
+
+An adapter turns a normalized `Request` into its wire format and the reply back
+into normalized stream events. It never retries, holds or traces: those are
+policies, and they live in plugins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
+
+from loguru import logger
+
+from agentcore.inference import InferenceError, Request, Response, StopInfo, StopReason, StreamEvent
+
+
+class Provider(Protocol):
+    """One configured `[providers.NAME]`."""
+
+    name: str
+    kind: str
+
+    def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
+        """Stream one attempt. Ends with exactly one terminal event (`Complete` or
+        `Failed`); may instead raise `InferenceError`. Closing the iterator early
+        must close the underlying connection."""
+        ...
+
+    async def complete(self, request: Request, model: str) -> Response:
+        """One whole (non-streamed) attempt; raises `InferenceError` on failure."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+_logged_unknown_stops: set[tuple[str, str]] = set()
+
+
+def normalize_stop(
+    provider: str,
+    token: str | None,
+    mapping: Mapping[str, StopReason],
+    *,
+    unknown_stop: str = "end_turn",
+    sequence: str | None = None,
+) -> StopInfo:
+    """Map a provider's stop token to the closed set, keeping the raw token.
+
+    A token with no mapping is logged once per (provider, token) and handled as
+    `[inference] unknown_stop` says: as ``end_turn``, or as an error.
+    """
+    if token is not None and token in mapping:
+        return StopInfo(reason=mapping[token], raw=token, sequence=sequence)
+    key = (provider, str(token))
+    if key not in _logged_unknown_stops:
+        _logged_unknown_stops.add(key)
+        logger.warning("provider {} sent stop token {!r}, which has no mapping", provider, token)
+    if unknown_stop == "error":
+        raise InferenceError(
+            "unknown",
+            f"The provider ended the inference with stop token {token!r}, "
+            "which agentcore has no stop reason for",
+            retryable=False,
+            provider=provider,
+        )
+    return StopInfo(reason="end_turn", raw=token, sequence=sequence)

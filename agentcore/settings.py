@@ -1,0 +1,302 @@
+"""Per-deployment settings: a TOML file, `AGENTCORE_*` environment overrides, defaults.
+
+Built on pydantic-settings. The kernel's own sections are declared here; each
+plugin declares its section's model (`agentcore_settings` hook) and the loader
+grafts those onto the root model, so one validation reports every unknown key,
+wrong type and missing value with where it came from (file and key path, or the
+environment variable). Environment wins over the file; the file wins over defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    create_model,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "AGENTCORE_"
+SETTINGS_ENV = "AGENTCORE_SETTINGS"
+DISABLE_ENV = "AGENTCORE_DISABLE_PLUGINS"
+# Environment variables with our prefix that are not setting overrides.
+_RESERVED_ENV = {SETTINGS_ENV, DISABLE_ENV, "AGENTCORE_LOG_LEVEL"}
+
+
+class Section(BaseModel):
+    """Base for every settings section: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class TracesSettings(Section):
+    jsonl: Path | None = None
+    """Write every trace event to this file, one JSON object per line."""
+
+
+class PluginsSettings(Section):
+    disabled: list[str] = Field(default_factory=list)
+    strict: bool = True
+    """When true, a plugin that fails to import or start stops the host."""
+
+
+ProviderKind = Literal["anthropic", "openai", "openrouter", "openai-compatible", "echo"]
+
+
+class ProviderSettings(Section):
+    kind: ProviderKind
+    base_url: str | None = None
+    """anthropic: the root (POST {base_url}/v1/messages); openai-family: the API base."""
+    api_key_env: str | None = None
+    """The environment variable that holds the key; the key itself never goes in a file."""
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 300.0
+    headers: dict[str, str] = Field(default_factory=dict)
+    delay_s: float = 0.0
+    """echo only: the pause before each word."""
+
+    def api_key(self, environ: Mapping[str, str] | None = None) -> SecretStr | None:
+        if not self.api_key_env:
+            return None
+        value = (os.environ if environ is None else environ).get(self.api_key_env)
+        return SecretStr(value) if value else None
+
+
+class InferenceSettings(Section):
+    progress_timeout_s: float = 120.0
+    """A stream that brings no new visible text this long is cut with a timeout error."""
+    request_timeout_s: float = 600.0
+    """One attempt, whole, may take at most this long."""
+    unknown_stop: Literal["end_turn", "error"] = "end_turn"
+    """How a provider stop token with no mapping is handled."""
+
+
+class McplServerSettings(Section):
+    command: list[str] | None = None
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    grant: list[str] = Field(default_factory=list)
+    disabled_feature_sets: list[str] = Field(default_factory=list)
+    reconnect: bool = False
+    max_frame_bytes: int = 4 * 1024 * 1024
+    shutdown_grace_s: float = 5.0
+
+
+class McplSettings(Section):
+    servers: dict[str, McplServerSettings] = Field(default_factory=dict)
+
+
+def _default_providers() -> dict[str, ProviderSettings]:
+    return {"echo": ProviderSettings(kind="echo")}
+
+
+class Settings(BaseSettings):
+    """The kernel's sections. Plugin sections are grafted on by `load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        case_sensitive=False,
+    )
+    toml_path: ClassVar[Path | None] = None
+
+    traces: TracesSettings = Field(default_factory=TracesSettings)
+    plugins: PluginsSettings = Field(default_factory=PluginsSettings)
+    providers: dict[str, ProviderSettings] = Field(default_factory=_default_providers)
+    inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    mcpl: McplSettings = Field(default_factory=McplSettings)
+
+    @model_validator(mode="after")
+    def _keep_echo(self) -> Settings:
+        # The embedded provider is always there, so a fresh install runs with no key.
+        self.providers.setdefault("echo", ProviderSettings(kind="echo"))
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Earlier sources win: init (tests), then the environment, then the file.
+        return (init_settings, env_settings, _FileSource(settings_cls, cls.toml_path))
+
+    def section(self, path: str) -> Any:
+        """The validated section at a dotted path (``"mcpl.routing"``), or None."""
+        node: Any = self
+        for part in path.split("."):
+            node = getattr(node, part, None)
+            if node is None:
+                return None
+        return node
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The deployment's TOML file; a read or parse failure is a `SettingsError` naming it."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self.data = read_toml(path) if path is not None else {}
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+class SettingsError(Exception):
+    """Settings that cannot be used; each problem names where it came from and what was expected."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("invalid settings:\n" + "\n".join(f"  {p}" for p in problems))
+        self.problems = problems
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise SettingsError([f"{path}: no such settings file"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError([f"{path}: not valid TOML: {exc}"]) from None
+
+
+def settings_path(explicit: str | Path | None, environ: Mapping[str, str]) -> Path | None:
+    """`--settings PATH` wins over `AGENTCORE_SETTINGS`; neither means defaults only."""
+    value = explicit if explicit is not None else environ.get(SETTINGS_ENV)
+    return Path(value) if value else None
+
+
+def _env_values(settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> dict[str, Any]:
+    env = {k: v for k, v in environ.items() if k.upper() not in _RESERVED_ENV}
+    source = EnvSettingsSource(
+        settings_cls,
+        case_sensitive=False,
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+    )
+    source.env_vars = {k.lower(): v for k, v in env.items()}
+    return source()
+
+
+def _graft(base: type[BaseModel], sections: Mapping[str, type[BaseModel] | None]) -> type[Any]:
+    """A subclass of `base` with each plugin section added as a field (nested by dots)."""
+    direct: dict[str, Any] = {}
+    nested: dict[str, dict[str, type[BaseModel] | None]] = {}
+    for path, model in sections.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = model
+        elif model is None:  # a disabled plugin's section: accepted, not read
+            direct[head] = (dict[str, Any], Field(default_factory=dict))
+        else:
+            direct[head] = (model, Field(default_factory=model))
+    for head, children in nested.items():
+        field = base.model_fields.get(head)
+        parent = field.annotation if field is not None else Section
+        if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
+            raise TypeError(f"settings section {head!r} cannot hold plugin sections")
+        model = _graft(parent, children)
+        direct[head] = (model, Field(default_factory=model))
+    return create_model(base.__name__, __base__=base, **direct)
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    path: Path | None
+    file_values: dict[str, Any]
+    env_values: dict[str, Any]
+
+    def source_of(self, key: str) -> str:
+        """Where a dotted key's effective value came from: environment, file, or default."""
+        if _lookup(self.env_values, key):
+            return "environment"
+        if _lookup(self.file_values, key):
+            return f"file {self.path}"
+        return "default"
+
+
+def _lookup(tree: Mapping[str, Any], key: str) -> bool:
+    node: Any = tree
+    for part in key.split("."):
+        if not isinstance(node, Mapping):
+            return False
+        match = next((k for k in node if str(k).lower() == part.lower()), None)
+        if match is None:
+            return False
+        node = node[match]
+    return True
+
+
+def load_settings(
+    path: Path | None = None,
+    *,
+    sections: Mapping[str, type[BaseModel] | None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadedSettings:
+    """Read and validate the deployment's settings.
+
+    `sections` maps each plugin's section path to its model (None: a known
+    section that nobody will read, such as a disabled plugin's).
+    """
+    environ = os.environ if environ is None else environ
+    root = _graft(Settings, sections or {})
+    file_values = read_toml(path) if path is not None else {}
+    env_values = _env_values(root, environ)
+    loaded_cls = type(root.__name__, (root,), {"toml_path": path})
+    try:
+        settings = loaded_cls(**env_values)
+    except ValidationError as exc:
+        raise SettingsError(list(_describe(exc, path, env_values))) from None
+    return LoadedSettings(settings, path, file_values, env_values)
+
+
+def _describe(
+    exc: ValidationError, path: Path | None, env_values: Mapping[str, Any]
+) -> Iterator[str]:
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"])
+        if _lookup(env_values, key):
+            where = f"environment {ENV_PREFIX}{key.replace('.', '__').upper()}"
+        else:
+            where = str(path) if path is not None else "defaults"
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            yield f"{where}: {key}: unknown key"
+        elif kind == "missing":
+            yield f"{where}: {key}: required value missing"
+        else:
+            yield f"{where}: {key}: {error['msg']} (got {error.get('input')!r})"
+
+
+def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Dotted keys and leaf values of a settings dump, for `agentcore settings`."""
+    if isinstance(value, Mapping) and value:
+        for k, v in value.items():
+            yield from flatten(v, f"{prefix}.{k}" if prefix else str(k))
+    else:
+        yield prefix, value

@@ -1,0 +1,61 @@
+"""Trace events and the built-in JSONL sink.
+
+A trace is a JSON object with `type`, `timestamp` (milliseconds since the
+epoch) and camelCase fields (DESIGN.md, "Traces"). Every trace goes through
+`on_trace`; sinks are ordinary plugins, and this module's JSONL sink is one
+(entry point ``jsonl-traces``), configured by ``[traces] jsonl = PATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from agentcore.hookspecs import hookimpl
+from agentcore.log import redact
+
+if TYPE_CHECKING:
+    from agentcore.plugins import PluginContext
+
+
+@dataclass(slots=True)
+class TraceEvent:
+    type: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "timestamp": self.timestamp, **self.fields}
+
+    def to_json(self) -> str:
+        """One line of JSON, with any known secret redacted."""
+        return redact(json.dumps(self.to_dict(), default=str, ensure_ascii=False))
+
+
+class JsonlTraceSink:
+    """Writes each trace as it happens, one JSON object per line, flushed at once."""
+
+    def __init__(self) -> None:
+        self._file: IO[str] | None = None
+
+    @hookimpl
+    def agentcore_start(self, context: PluginContext) -> None:
+        path: Path | None = context.kernel.settings.traces.jsonl
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("a", encoding="utf-8")
+
+    @hookimpl
+    def on_trace(self, event: TraceEvent) -> None:
+        if self._file is not None:
+            self._file.write(event.to_json() + "\n")
+            self._file.flush()
+
+    @hookimpl
+    def agentcore_stop(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,1 @@
+"""Test helpers shipped with agentcore: a scripted loopback provider server and pytest fixtures."""

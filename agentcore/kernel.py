@@ -120,12 +120,14 @@ class Kernel:
         environ: Mapping[str, str] | None = None,
         plugins: Mapping[str, object] | None = None,
         discover_plugins: bool = True,
+        strict: bool | None = None,
     ) -> Kernel:
         """Discover plugins, validate the settings with every plugin's section, build the kernel.
 
         `path` is `--settings PATH` (else `AGENTCORE_SETTINGS`, else defaults only).
         `plugins` registers extra plugins by name, as if found by entry point
         (tests and embedding hosts); a name found by discovery is replaced.
+        `strict` overrides ``[plugins] strict`` (`agentcore plugins` lists failures).
         """
         environ = os.environ if environ is None else environ
         file = settings_path(path, environ)
@@ -153,11 +155,11 @@ class Kernel:
                 _read_section(record)
             if record.section is not None:
                 sections[record.section.path] = record.section.model
-            else:
+            elif record.state != "active":  # its section is accepted, not read
                 sections.setdefault(record.name.replace("-", "_"), None)
         loaded = load_settings(file, sections=sections, environ=environ)
         failed = [r for r in records if r.state == "failed"]
-        if failed and loaded.settings.plugins.strict:
+        if failed and (loaded.settings.plugins.strict if strict is None else strict):
             raise PluginLoadError(failed)
         for record in failed:
             logger.error("plugin {!r} failed and is not loaded: {}", record.name, record.error)

@@ -1,0 +1,218 @@
+"""The `agentcore` command: serve, infer, plugins, settings, demo (DESIGN.md, "CLI").
+
+Exit codes: 0 success; 1 the inference (or the host) failed; 2 the settings
+or plugins are unusable, or the command line is wrong; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.status import Status
+
+from agentcore import __version__, hookimpl
+from agentcore.inference import (
+    Aborted,
+    Complete,
+    Failed,
+    InferenceError,
+    Message,
+    Request,
+    Response,
+)
+from agentcore.inference.outcome import aborted_message, completion_problem
+from agentcore.kernel import Kernel, PluginLoadError
+from agentcore.log import configure_logging
+from agentcore.settings import SettingsError, flatten
+from agentcore.traces import TraceEvent
+
+settings_option = click.option(
+    "--settings",
+    "settings_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The deployment's TOML settings file (default: $AGENTCORE_SETTINGS, else defaults).",
+)
+
+
+def load_kernel(settings_path: Path | None, **kwargs: Any) -> Kernel:
+    try:
+        return Kernel.load(settings_path, **kwargs)
+    except (SettingsError, PluginLoadError) as exc:
+        click.echo(f"agentcore: {exc}", err=True)
+        raise SystemExit(2) from None
+
+
+@click.group()
+@click.version_option(__version__, prog_name="agentcore")
+def main() -> None:
+    """agentcore: the kernel every inference of an LLM host runs through."""
+    configure_logging()
+
+
+@main.command()
+@settings_option
+def plugins(settings_path: Path | None) -> None:
+    """Every plugin found, with its distribution, version and state."""
+    kernel = load_kernel(settings_path, strict=False)
+    rows = [("NAME", "DISTRIBUTION", "VERSION", "STATE")]
+    rows += [(r.name, r.distribution, r.version, r.describe_state()) for r in kernel.records]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        click.echo(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[3]
+        )
+
+
+@main.command("settings")
+@settings_option
+def settings_command(settings_path: Path | None) -> None:
+    """The effective settings, secrets redacted, and where each value came from."""
+    kernel = load_kernel(settings_path, strict=False)
+    loaded = kernel.loaded
+    for key, value in flatten(loaded.settings.model_dump(mode="json")):
+        click.echo(f"{key} = {json.dumps(value)}    # {loaded.source_of(key)}")
+    for name, provider in sorted(loaded.settings.providers.items()):
+        if provider.api_key_env:
+            state = "[REDACTED]" if provider.api_key() else "(not set)"
+            click.echo(
+                f"providers.{name}.api_key = {state}    # environment {provider.api_key_env}"
+            )
+
+
+class InferStatus:
+    """A live status line on stderr while a call waits, drawn from `inference:waiting` traces."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._status: Status | None = None
+
+    @hookimpl
+    def on_trace(self, event: TraceEvent) -> None:
+        if event.type != "inference:waiting":
+            return
+        fields = event.fields
+        if fields.get("ended"):
+            if self._status is not None:
+                self._status.stop()
+                self._status = None
+            return
+        remaining = fields.get("remainingMs")
+        left = f", {remaining / 1000:.0f} s left" if isinstance(remaining, int | float) else ""
+        target = f"{fields.get('provider')}:{fields.get('model')}"
+        text = f"waiting for {target}, {fields.get('reason')}{left}"
+        if self._status is None:
+            self._status = self._console.status(text)
+            self._status.start()
+        else:
+            self._status.update(text)
+
+    @hookimpl
+    def agentcore_stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def result_json(response: Response) -> dict[str, Any]:
+    return {
+        "content": response.text,
+        "model": response.model_served,
+        "finishReason": response.stop.reason,
+        "usage": {
+            "inputTokens": response.usage.input_tokens,
+            "outputTokens": response.usage.output_tokens,
+        },
+    }
+
+
+async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
+    """One inference; prints visible text as it streams (unless --json). Returns the exit code."""
+    response: Response | None = None
+    printed = False
+    async with kernel:
+        if not stream:
+            try:
+                response = await kernel.complete(request)
+            except InferenceError as exc:
+                click.echo(f"agentcore: the inference failed: {exc.describe()}", err=True)
+                return 1
+        else:
+            async with aclosing(kernel.stream(request)) as events:
+                async for event in events:
+                    if isinstance(event, Complete):
+                        response = event.response
+                    elif isinstance(event, Failed):
+                        click.echo(
+                            f"agentcore: the inference failed: {event.error.describe()}", err=True
+                        )
+                    elif isinstance(event, Aborted):
+                        click.echo(f"agentcore: {aborted_message(event)}", err=True)
+                    elif not as_json and getattr(event, "visible", False):
+                        sys.stdout.write(event.text)  # type: ignore[union-attr]
+                        sys.stdout.flush()
+                        printed = True
+    if printed:
+        sys.stdout.write("\n")
+    if response is None:
+        return 1
+    problem = completion_problem(response, offers="agentcore infer")
+    if problem is not None:
+        click.echo(f"agentcore: {problem}", err=True)
+        return 1
+    if as_json:
+        click.echo(json.dumps(result_json(response)))
+    elif not stream:
+        click.echo(response.text)
+    return 0
+
+
+@main.command()
+@settings_option
+@click.option("--model", required=True, help="The model reference, NAME:MODEL.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--stream/--no-stream", default=True, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print only the result object on stdout.")
+@click.argument("prompt")
+def infer(
+    settings_path: Path | None,
+    model: str,
+    max_tokens: int,
+    stream: bool,
+    as_json: bool,
+    prompt: str,
+) -> None:
+    """One inference through the kernel, with every plugin applied."""
+    status = {"infer-status": InferStatus(Console(stderr=True))} if sys.stderr.isatty() else {}
+    kernel = load_kernel(settings_path, plugins=status)
+    request = Request(model, [Message.user(prompt)], max_tokens=max_tokens)
+    try:
+        code = asyncio.run(run_inference(kernel, request, stream, as_json))
+    except KeyboardInterrupt:
+        code = 130
+    raise SystemExit(code)
+
+
+@main.command()
+@settings_option
+def serve(settings_path: Path | None) -> None:
+    """The host: connect to every configured MCPL server and serve it until signalled."""
+    from agentcore.mcpl.host import run_host
+
+    kernel = load_kernel(settings_path)
+    raise SystemExit(asyncio.run(run_host(kernel)))
+
+
+@main.command()
+def demo() -> None:
+    """The self-contained demo: no key, no network."""
+    from agentcore.demo import run_demo
+
+    raise SystemExit(asyncio.run(run_demo()))

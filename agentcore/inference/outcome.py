@@ -1,0 +1,50 @@
+"""Which endings count as a plain completion: the rule `agentcore infer` and the MCPL router share.
+
+MCPL's `FinishReason` (SPEC §11.3) names only ``end_turn``, ``max_tokens`` and
+``stop_sequence``. An inference that ended any other way, or that called a
+tool, is not a result a caller that offers no tools can use: it gets an error
+whose message says why.
+"""
+
+from __future__ import annotations
+
+from agentcore.inference.events import Aborted
+from agentcore.inference.models import Response, ToolUseBlock
+
+NAMED_STOPS: frozenset[str] = frozenset({"end_turn", "max_tokens", "stop_sequence"})
+
+
+def completion_problem(response: Response, offers: str = "inference/request") -> str | None:
+    """Why `response` is not a plain completion, or None when it is one.
+
+    `offers` names the caller in messages ("…, and inference/request offers none").
+    """
+    if response.stop.raw == "error":
+        return "The provider ended the inference with an error (finish_reason 'error')"
+    calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
+    if calls:
+        names = ", ".join(dict.fromkeys(b.name for b in calls))
+        if response.stop.reason != "tool_use":
+            return (
+                f"The model's output ended ({response.stop.reason}) inside a call to a tool "
+                f"({names}), and {offers} offers no tools"
+            )
+        return f"The model called a tool ({names}), and {offers} offers none"
+    reason = response.stop.reason
+    if reason in NAMED_STOPS:
+        return None
+    if reason == "refusal":
+        return "The model refused to answer (stop reason 'refusal')"
+    if reason == "pause_turn":
+        return (
+            f"The provider paused the turn (stop reason 'pause_turn'), which {offers} cannot resume"
+        )
+    if reason == "tool_use":
+        return f"The model stopped to call a tool, and {offers} offers none"
+    return (
+        f"The inference ended with stop reason '{reason}', for which {offers} has no finishReason"
+    )
+
+
+def aborted_message(event: Aborted) -> str:
+    return f"The inference stopped before it finished ({event.reason}): {event.error.message}"

@@ -1,0 +1,270 @@
+"""agentcore's MCPL router: the answer to an MCPL server's `inference/request` and `model/info`.
+
+Routing (``[mcpl.routing]``): ``overrides[conversationId]``, then
+``by_feature[featureSet]``, then ``wildcards`` (``*`` is one segment), then
+``default``; a request no rule routes is answered -32603 saying so.
+
+The answer (DESIGN.md, "The MCPL router"): a result only for an inference that
+completed with a stop MCPL can name (``end_turn``, ``max_tokens``,
+``stop_sequence``) and called no tool; -32603 with the cause for every other
+ending, streamed or not, each with an ``mcpl:inference_fail`` trace. A streamed
+request gets `inference/chunk` notifications of visible text only, ``index``
+from 0, all before the answer; an error after chunks carries no partial text.
+The kernel retries only before the first visible token, so never after a chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from typing import Any
+
+from pydantic import Field
+
+from agentcore import hookimpl
+from agentcore.inference import (
+    Aborted,
+    Complete,
+    Failed,
+    InferenceError,
+    Message,
+    Request,
+    Response,
+    TextBlock,
+    Token,
+)
+from agentcore.inference.outcome import aborted_message, completion_problem
+from agentcore.kernel import Kernel, split_model
+from agentcore.mcpl.protocol import INTERNAL_ERROR, INVALID_PARAMS, McplError, McplRequest
+from agentcore.plugins import PluginContext, SettingsSection
+from agentcore.settings import Section
+
+DEFAULT_MAX_TOKENS = 1024
+
+
+class RoutingSettings(Section):
+    """``[mcpl.routing]``: which model answers which request."""
+
+    default: str | None = None
+    by_feature: dict[str, str] = Field(default_factory=dict)
+    wildcards: dict[str, str] = Field(default_factory=dict)
+    overrides: dict[str, str] = Field(default_factory=dict)
+    """Keyed by conversationId."""
+    default_max_tokens: int = DEFAULT_MAX_TOKENS
+    """Used when a request's preferences name no maxTokens."""
+
+
+def wildcard_matches(pattern: str, name: str) -> bool:
+    """``memory.*`` matches ``memory.consolidation``: ``*`` is exactly one segment."""
+    want, have = pattern.split("."), name.split(".")
+    return len(want) == len(have) and all(w in ("*", h) for w, h in zip(want, have, strict=True))
+
+
+def route(routing: RoutingSettings, feature_set: str, conversation_id: str | None) -> str | None:
+    if conversation_id is not None and conversation_id in routing.overrides:
+        return routing.overrides[conversation_id]
+    if feature_set in routing.by_feature:
+        return routing.by_feature[feature_set]
+    for pattern, model in routing.wildcards.items():
+        if wildcard_matches(pattern, feature_set):
+            return model
+    return routing.default
+
+
+def parse_messages(raw: Any) -> tuple[list[Message], str | None]:
+    """MCPL messages to the kernel's, with a -32602 that names the bad field."""
+    if not isinstance(raw, list) or not raw:
+        raise McplError(INVALID_PARAMS, "params.messages must be a non-empty array of messages")
+    messages: list[Message] = []
+    system: list[str] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise McplError(INVALID_PARAMS, f"params.messages[{i}] must be an object")
+        role = item.get("role")
+        text = _content_text(item.get("content"), i)
+        if role == "system":
+            system.append(text)
+        elif role in ("user", "assistant"):
+            messages.append(Message(role, [TextBlock(text)]))
+        else:
+            raise McplError(
+                INVALID_PARAMS,
+                f"params.messages[{i}].role is {role!r}; expected 'user' or 'assistant'",
+            )
+    if not messages:
+        raise McplError(INVALID_PARAMS, "params.messages holds no user or assistant message")
+    return messages, "\n\n".join(system) or None
+
+
+def _content_text(content: Any, i: int) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if not (isinstance(block, dict) and block.get("type") == "text"):
+                raise McplError(
+                    INVALID_PARAMS, f"params.messages[{i}].content holds a block that is not text"
+                )
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise McplError(
+                    INVALID_PARAMS, f"params.messages[{i}].content text is not a string"
+                )
+            parts.append(text)
+        return "".join(parts)
+    raise McplError(INVALID_PARAMS, f"params.messages[{i}].content must be a string or text blocks")
+
+
+def _preferences(params: dict[str, Any], routing: RoutingSettings) -> tuple[int, float | None]:
+    prefs = params.get("preferences") or {}
+    if not isinstance(prefs, dict):
+        raise McplError(INVALID_PARAMS, "params.preferences must be an object")
+    max_tokens = prefs.get("maxTokens", routing.default_max_tokens)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise McplError(INVALID_PARAMS, "params.preferences.maxTokens must be a positive integer")
+    temperature = prefs.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, int | float)
+    ):
+        raise McplError(INVALID_PARAMS, "params.preferences.temperature must be a number")
+    return max_tokens, None if temperature is None else float(temperature)
+
+
+def result_of(response: Response) -> dict[str, Any]:
+    """The §11.3 result: content from the text blocks, the real stop, usage and served model."""
+    return {
+        "content": response.text,
+        "model": response.model_served,
+        "finishReason": response.stop.reason,
+        "usage": {
+            "inputTokens": response.usage.input_tokens,
+            "outputTokens": response.usage.output_tokens,
+        },
+    }
+
+
+class McplRouter:
+    """The `mcpl-router` plugin."""
+
+    def __init__(self) -> None:
+        self._context: PluginContext | None = None
+
+    @hookimpl
+    def agentcore_settings(self) -> SettingsSection:
+        return SettingsSection("mcpl.routing", RoutingSettings)
+
+    @hookimpl
+    def agentcore_start(self, context: PluginContext) -> None:
+        self._context = context
+
+    @property
+    def _kernel(self) -> Kernel:
+        assert self._context is not None, "the mcpl-router plugin was not started"
+        return self._context.kernel
+
+    @property
+    def _routing(self) -> RoutingSettings:
+        assert self._context is not None, "the mcpl-router plugin was not started"
+        settings = self._context.settings
+        return settings if isinstance(settings, RoutingSettings) else RoutingSettings()
+
+    @hookimpl(trylast=True)
+    async def on_mcpl_request(self, request: McplRequest) -> Any:
+        if request.method == "inference/request":
+            return await self.answer_inference(request)
+        if request.method == "model/info":
+            return self.model_info()
+        return None
+
+    def model_info(self) -> dict[str, Any]:
+        default = self._routing.default
+        if default is None:
+            raise McplError(INTERNAL_ERROR, "No default model is routed ([mcpl.routing] default)")
+        name, model = split_model(default)
+        provider = self._kernel.settings.providers.get(name)
+        return {"id": model, "vendor": provider.kind if provider else name, "provider": name}
+
+    async def answer_inference(self, request: McplRequest) -> dict[str, Any]:
+        params = request.params
+        feature_set = params.get("featureSet")
+        conversation = params.get("conversationId")
+        if conversation is not None and not isinstance(conversation, str):
+            raise McplError(INVALID_PARAMS, "params.conversationId must be a string")
+        stream = params.get("stream", False)
+        if not isinstance(stream, bool):
+            raise McplError(INVALID_PARAMS, "params.stream must be a boolean")
+        messages, system = parse_messages(params.get("messages"))
+        max_tokens, temperature = _preferences(params, self._routing)
+        model = route(self._routing, str(feature_set), conversation)
+        if model is None:
+            raise McplError(
+                INTERNAL_ERROR,
+                f"No routing rule covers feature set {feature_set!r}: set [mcpl.routing] "
+                "default, by_feature, wildcards or overrides",
+            )
+        inference = Request(
+            model,
+            messages,
+            system=system,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            metadata={
+                "serverId": request.server.name,
+                "featureSet": feature_set,
+                "conversationId": conversation,
+                "mcplRequestId": request.id,
+            },
+        )
+        trace = {"serverId": request.server.name, "requestId": request.id, "streamed": stream}
+        await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
+        try:
+            if stream:
+                response = await self._streamed(request, inference)
+            else:
+                response = await self._kernel.complete(inference)
+            problem = completion_problem(response)
+            if problem is not None:
+                raise InferenceError("unknown", problem, retryable=False)
+        except InferenceError as error:
+            await self._emit("mcpl:inference_fail", model=model, error=error.message, **trace)
+            raise McplError(INTERNAL_ERROR, error.message) from None
+        except asyncio.CancelledError:
+            await self._emit(
+                "mcpl:inference_fail", model=model, error="The inference was cancelled", **trace
+            )
+            raise
+        result = result_of(response)
+        await self._emit(
+            "mcpl:inference_complete",
+            model=result["model"],
+            inputTokens=response.usage.input_tokens,
+            outputTokens=response.usage.output_tokens,
+            finishReason=response.stop.reason,
+            **trace,
+        )
+        return result
+
+    async def _streamed(self, request: McplRequest, inference: Request) -> Response:
+        """Forward visible text as chunks, in order, then hand back the response (or raise)."""
+        index = 0
+        async with aclosing(self._kernel.stream(inference)) as events:
+            async for event in events:
+                if type(event) is Token:
+                    if event.visible and event.text:
+                        chunk = {"requestId": request.id, "index": index, "delta": event.text}
+                        await request.server.notify("inference/chunk", chunk)
+                        index += 1
+                elif isinstance(event, Complete):
+                    return event.response
+                elif isinstance(event, Failed):
+                    raise event.error
+                elif isinstance(event, Aborted):
+                    raise InferenceError("timeout", aborted_message(event), retryable=False)
+        raise InferenceError("network", "The inference stream ended without a result")
+
+    async def _emit(self, type: str, **fields: Any) -> None:
+        if self._context is not None:
+            await self._context.emit(type, **fields)

@@ -1,0 +1,110 @@
+"""Routing precedence, params parsing and the plain-completion rule, without a connection."""
+
+from __future__ import annotations
+
+import pytest
+from agentcore_mcpl_router import RoutingSettings, parse_messages, route, wildcard_matches
+
+from agentcore.inference import Response, StopInfo, TextBlock, ToolUseBlock, Usage
+from agentcore.inference.outcome import completion_problem
+from agentcore.mcpl.protocol import INVALID_PARAMS, McplError
+
+ROUTING = RoutingSettings(
+    default="d:default",
+    by_feature={"memory.consolidation": "f:feature"},
+    wildcards={"memory.*": "w:wild", "a.*.c": "w:middle"},
+    overrides={"conv_1": "o:override"},
+)
+
+
+@pytest.mark.parametrize(
+    ("feature", "conversation", "expected"),
+    [
+        ("memory.consolidation", "conv_1", "o:override"),  # override beats every other rule
+        ("memory.consolidation", "conv_2", "f:feature"),  # by_feature beats wildcards
+        ("memory.extraction", None, "w:wild"),
+        ("memory.deep.nested", None, "d:default"),  # * is exactly one segment
+        ("memory", None, "d:default"),  # equal segment counts
+        ("a.b.c", None, "w:middle"),
+        ("other", None, "d:default"),
+    ],
+)
+def test_route_precedence(feature: str, conversation: str | None, expected: str) -> None:
+    assert route(ROUTING, feature, conversation) == expected
+
+
+def test_no_rule_routes_without_default() -> None:
+    assert route(RoutingSettings(), "x", None) is None
+
+
+def test_wildcard_segments() -> None:
+    assert wildcard_matches("*", "memory")
+    assert not wildcard_matches("*", "memory.x")
+    assert not wildcard_matches("memory.*", "memory")
+
+
+def test_parse_messages_accepts_strings_blocks_and_system() -> None:
+    messages, system = parse_messages(
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}],
+            },
+            {"role": "user", "content": {"type": "text", "text": "Again"}},
+        ]
+    )
+    assert system == "Be brief."
+    assert [(m.role, m.text) for m in messages] == [
+        ("user", "Hi"),
+        ("assistant", "Hello"),
+        ("user", "Again"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("messages", "fragment"),
+    [
+        (None, "non-empty array"),
+        ([], "non-empty array"),
+        (["hi"], "messages[0] must be an object"),
+        ([{"role": "tool", "content": "x"}], "messages[0].role is 'tool'"),
+        ([{"role": "user", "content": 3}], "string or text blocks"),
+        ([{"role": "user", "content": [{"type": "image"}]}], "not text"),
+        ([{"role": "system", "content": "only system"}], "no user or assistant"),
+    ],
+)
+def test_parse_messages_rejects_with_invalid_params(messages: object, fragment: str) -> None:
+    with pytest.raises(McplError) as caught:
+        parse_messages(messages)
+    assert caught.value.code == INVALID_PARAMS
+    assert fragment in caught.value.message
+
+
+def _response(reason: str, *, raw: str | None = None, tool: bool = False) -> Response:
+    content: list[TextBlock | ToolUseBlock] = [TextBlock("Hello")]
+    if tool:
+        content.append(ToolUseBlock("t1", "lookup", {}))
+    return Response(content, StopInfo(reason, raw), Usage(3, 4), "m", "m-served")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("reason", ["end_turn", "max_tokens", "stop_sequence"])
+def test_named_stops_are_plain_completions(reason: str) -> None:
+    assert completion_problem(_response(reason)) is None
+
+
+@pytest.mark.parametrize(
+    ("response", "fragment"),
+    [
+        (_response("refusal"), "refused"),
+        (_response("pause_turn"), "pause_turn"),
+        (_response("abort"), "stop reason 'abort'"),
+        (_response("end_turn", raw="error"), "finish_reason 'error'"),
+        (_response("tool_use", tool=True), "called a tool (lookup)"),
+        (_response("max_tokens", tool=True), "inside a call to a tool (lookup)"),
+    ],
+)
+def test_every_other_ending_is_a_problem(response: Response, fragment: str) -> None:
+    problem = completion_problem(response)
+    assert problem is not None and fragment in problem

@@ -1,0 +1,90 @@
+"""agentcore's default retry policy (entry point ``retry``): retry or give up, per failed attempt.
+
+It answers `on_inference_error` and nothing else. The kernel does the rest: it
+emits the ``inference:retry`` trace for every `Retry`, announces the delay as a
+``backoff`` wait and sleeps it, and never asks once a visible token of a
+streamed call reached the consumer.
+
+Ordering: `on_inference_error` stops at the first non-None answer and this
+plugin always answers, so it is *the* decider. Its implementation keeps
+pluggy's default order (not ``trylast``): a plugin that wants to decide
+instead should replace this one (an entry point named ``retry``) rather
+than race it.
+"""
+
+from __future__ import annotations
+
+from agentcore import hookimpl
+from agentcore.inference import InferenceError
+from agentcore.inference.calls import Attempt, Decision
+from agentcore.plugins import PluginContext, SettingsSection
+from agentcore_retry.policy import (
+    NEVER_RETRIED,
+    backoff_s,
+    decide,
+    exhausted,
+    is_retryable,
+    stated_wait_s,
+    wait_s,
+)
+from agentcore_retry.settings import ProviderOverride, RetrySettings, Schedule, ScheduleOverride
+
+HOLD_PLUGIN = "provider-hold"
+
+
+def max_stated_wait(context: PluginContext, own: RetrySettings) -> tuple[float, str]:
+    """One limit on a stated wait for the whole host: the provider hold's when it is active."""
+    hold_active = any(r.name == HOLD_PLUGIN and r.state == "active" for r in context.kernel.records)
+    section = context.kernel.settings.section("provider_hold") if hold_active else None
+    limit = getattr(section, "max_wait_s", None)
+    if isinstance(limit, int | float):
+        return float(limit), "[provider_hold] max_wait_s"
+    return own.max_stated_wait_s, "[retry] max_stated_wait_s"
+
+
+class RetryPolicy:
+    """The plugin object; the kernel makes one per kernel."""
+
+    def __init__(self) -> None:
+        self.settings = RetrySettings()
+        self.max_stated_wait: tuple[float, str] = (
+            self.settings.max_stated_wait_s,
+            "[retry] max_stated_wait_s",
+        )
+
+    @hookimpl
+    def agentcore_settings(self) -> SettingsSection:
+        return SettingsSection("retry", RetrySettings)
+
+    @hookimpl
+    def agentcore_start(self, context: PluginContext) -> None:
+        if isinstance(context.settings, RetrySettings):
+            self.settings = context.settings
+        self.max_stated_wait = max_stated_wait(context, self.settings)
+
+    @hookimpl
+    def on_inference_error(self, attempt: Attempt, error: InferenceError) -> Decision:
+        return decide(
+            error,
+            attempt.number,
+            attempt.inference.errors,
+            attempt.provider,
+            self.settings,
+            self.max_stated_wait,
+        )
+
+
+__all__ = [
+    "NEVER_RETRIED",
+    "ProviderOverride",
+    "RetryPolicy",
+    "RetrySettings",
+    "Schedule",
+    "ScheduleOverride",
+    "backoff_s",
+    "decide",
+    "exhausted",
+    "is_retryable",
+    "stated_wait_s",
+    "wait_s",
+]

@@ -53,9 +53,9 @@ from agentcore.plugins import (
 from agentcore.providers import Provider, create_provider
 from agentcore.settings import (
     LoadedSettings,
-    PluginsSettings,
     Settings,
     SettingsError,
+    early_plugin_settings,
     load_settings,
     read_toml,
     settings_path,
@@ -132,10 +132,7 @@ class Kernel:
         environ = os.environ if environ is None else environ
         file = settings_path(path, environ)
         raw = read_toml(file) if file is not None else {}
-        try:
-            early = PluginsSettings.model_validate(raw.get("plugins", {}))
-        except Exception:
-            early = PluginsSettings()  # the full validation below reports what is wrong
+        early = early_plugin_settings(raw, environ)  # the full validation below reports errors
         blocked = disabled_names(early.disabled, environ)
         records = discover(blocked) if discover_plugins else []
         for name, obj in (plugins or {}).items():
@@ -158,12 +155,13 @@ class Kernel:
             elif record.state != "active":  # its section is accepted, not read
                 sections.setdefault(record.name.replace("-", "_"), None)
         loaded = load_settings(file, sections=sections, environ=environ)
+        kernel = cls(loaded, records)  # registering validates the hook implementations
         failed = [r for r in records if r.state == "failed"]
         if failed and (loaded.settings.plugins.strict if strict is None else strict):
             raise PluginLoadError(failed)
         for record in failed:
             logger.error("plugin {!r} failed and is not loaded: {}", record.name, record.error)
-        return cls(loaded, records)
+        return kernel
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -349,6 +347,10 @@ class Kernel:
             attempt = Attempt(inference, number)
             try:
                 await self._admit(attempt)
+            except InferenceError as error:  # a refusal is the answer, as in stream()
+                await self._fail_trace(inference, number, error)
+                raise
+            try:
                 try:
                     async with asyncio.timeout(timeout):
                         response = await provider.complete(request, inference.model)

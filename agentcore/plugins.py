@@ -125,6 +125,11 @@ def discover(disabled: Iterable[str] = ()) -> list[PluginRecord]:
                         replaced_by=winner.distribution,
                     )
                 )
+        if len(third_party) > 1 and name in blocked:  # disabled: nobody claims it
+            records.extend(
+                PluginRecord(name, c.distribution, c.version, "disabled") for c in third_party
+            )
+            continue
         if len(third_party) > 1:
             names = " and ".join(sorted(c.distribution for c in third_party))
             for claim in third_party:

@@ -14,7 +14,8 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from types import UnionType
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -23,6 +24,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     create_model,
+    field_validator,
     model_validator,
 )
 from pydantic_settings import (
@@ -57,10 +59,20 @@ class PluginsSettings(Section):
 
 
 ProviderKind = Literal["anthropic", "openai", "openrouter", "openai-compatible", "echo"]
+BUILTIN_KINDS: tuple[str, ...] = get_args(ProviderKind)
+
+
+def provider_kinds() -> list[str]:
+    """The kinds a `[providers.NAME]` section may name: the built-in ones and any a
+    plugin registered with `agentcore.providers.register_kind`."""
+    from agentcore import providers  # late: agentcore.providers imports this module
+
+    return sorted(set(BUILTIN_KINDS) | set(providers._FACTORIES))
 
 
 class ProviderSettings(Section):
-    kind: ProviderKind
+    kind: str
+    """One of `provider_kinds()`."""
     base_url: str | None = None
     """anthropic: the root (POST {base_url}/v1/messages); openai-family: the API base."""
     api_key_env: str | None = None
@@ -70,6 +82,14 @@ class ProviderSettings(Section):
     headers: dict[str, str] = Field(default_factory=dict)
     delay_s: float = 0.0
     """echo only: the pause before each word."""
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        kinds = provider_kinds()
+        if kind not in kinds:
+            raise ValueError(f"unknown provider kind {kind!r}; expected one of {', '.join(kinds)}")
+        return kind
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> SecretStr | None:
         if not self.api_key_env:
@@ -139,8 +159,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Earlier sources win: init (tests), then the environment, then the file.
-        return (init_settings, env_settings, _FileSource(settings_cls, cls.toml_path))
+        # Earlier sources win. `load_settings` reads the environment it is given (not
+        # necessarily os.environ) and passes those values as init arguments, so they
+        # win over the file; pydantic-settings' own env source is left out on purpose.
+        return (init_settings, _FileSource(settings_cls, cls.toml_path))
 
     def section(self, path: str) -> Any:
         """The validated section at a dotted path (``"mcpl.routing"``), or None."""
@@ -200,6 +222,26 @@ def _env_values(settings_cls: type[BaseSettings], environ: Mapping[str, str]) ->
     )
     source.env_vars = {k.lower(): v for k, v in env.items()}
     return source()
+
+
+def early_plugin_settings(
+    file_values: Mapping[str, Any], environ: Mapping[str, str]
+) -> PluginsSettings:
+    """The ``[plugins]`` section as discovery needs it, before plugin sections are known:
+    the file's, overridden by the environment (``AGENTCORE_PLUGINS__DISABLED``). A bad
+    value falls back to the default here; the full validation reports it."""
+    section = file_values.get("plugins")
+    values = dict(section) if isinstance(section, Mapping) else {}
+    try:
+        env = _env_values(Settings, environ).get("plugins")
+    except Exception:  # unparsable environment values: `load_settings` reports them
+        env = None
+    if isinstance(env, Mapping):
+        values.update(env)
+    try:
+        return PluginsSettings.model_validate(values)
+    except ValidationError:
+        return PluginsSettings()
 
 
 def _graft(base: type[BaseModel], sections: Mapping[str, type[BaseModel] | None]) -> type[Any]:
@@ -271,26 +313,107 @@ def load_settings(
     try:
         settings = loaded_cls(**env_values)
     except ValidationError as exc:
-        raise SettingsError(list(_describe(exc, path, env_values))) from None
+        raise SettingsError(list(_describe(exc, path, root, file_values, env_values))) from None
     return LoadedSettings(settings, path, file_values, env_values)
 
 
 def _describe(
-    exc: ValidationError, path: Path | None, env_values: Mapping[str, Any]
+    exc: ValidationError,
+    path: Path | None,
+    root: type[BaseModel],
+    file_values: Mapping[str, Any],
+    env_values: Mapping[str, Any],
 ) -> Iterator[str]:
+    """One line per problem: where it came from, the key path, and what was expected."""
     for error in exc.errors():
-        key = ".".join(str(p) for p in error["loc"])
-        if _lookup(env_values, key):
-            where = f"environment {ENV_PREFIX}{key.replace('.', '__').upper()}"
-        else:
-            where = str(path) if path is not None else "defaults"
+        loc = tuple(error["loc"])
+        key = ".".join(str(p) for p in loc)
+        where = _where(loc, path, file_values, env_values)
         kind = error["type"]
         if kind == "extra_forbidden":
-            yield f"{where}: {key}: unknown key"
+            allowed = _keys_at(root, loc[:-1])
+            expected = f" (expected one of: {', '.join(allowed)})" if allowed else ""
+            yield f"{where}: {key}: unknown key{expected}"
         elif kind == "missing":
-            yield f"{where}: {key}: required value missing"
+            yield f"{where}: {key}: required value missing (expected {_expected(root, loc)})"
         else:
             yield f"{where}: {key}: {error['msg']} (got {error.get('input')!r})"
+
+
+def _env_name(loc: tuple[Any, ...]) -> str:
+    return ENV_PREFIX + "__".join(str(p) for p in loc).upper()
+
+
+def _where(
+    loc: tuple[Any, ...],
+    path: Path | None,
+    file_values: Mapping[str, Any],
+    env_values: Mapping[str, Any],
+) -> str:
+    """The source that set the key, or (for a missing key) set the table that lacks it."""
+    for depth in range(len(loc), 0, -1):
+        prefix = ".".join(str(p) for p in loc[:depth])
+        if _lookup(env_values, prefix):
+            return f"environment {_env_name(loc)}"
+        if _lookup(file_values, prefix):
+            return str(path)
+    return str(path) if path is not None else "defaults"
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X | None`` is X, for describing what is expected."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) in (Union, UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
+
+
+def _annotation_at(root: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    node: Any = root
+    for part in loc:
+        node = _unwrap(node)
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            field = node.model_fields.get(str(part))
+            if field is None:
+                return None
+            node = field.annotation
+        elif get_origin(node) in (dict, list):
+            node = get_args(node)[-1]  # a table's values, a list's items
+        else:
+            return None
+    return _unwrap(node)
+
+
+def _keys_at(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    model = _annotation_at(root, loc)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+_TYPE_NAMES: dict[Any, str] = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    Path: "a path",
+    SecretStr: "a string",
+}
+
+
+def _expected(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    if loc and loc[-1] == "kind" and _annotation_at(root, loc[:-1]) is ProviderSettings:
+        return "one of " + ", ".join(provider_kinds())
+    annotation = _annotation_at(root, loc)
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "a table"
+    if get_origin(annotation) is dict:
+        return "a table"
+    if get_origin(annotation) is list:
+        return "a list"
+    return _TYPE_NAMES.get(annotation, "a value")
 
 
 def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

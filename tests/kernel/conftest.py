@@ -1,0 +1,314 @@
+"""Fixtures for the kernel's tests: real plugin distributions, scripted providers, kernels.
+
+The plugin distributions are real: small packages written here, built into
+wheels by hatchling and installed by pip, once per session, each into its own
+directory. A test puts the directories it needs on `sys.path`, so
+`importlib.metadata` finds their entry points exactly as it would in a venv.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+pytest.register_assert_rewrite("kernel_support")
+
+from kernel_support import FAKE_ENV, MODULE_PREFIX, Scripted  # noqa: E402
+
+from agentcore.kernel import Kernel  # noqa: E402
+from agentcore.providers import register_kind  # noqa: E402
+
+# -- real distributions ----------------------------------------------------------
+
+_OBSERVER = """
+from pydantic import BaseModel, ConfigDict
+
+from agentcore import hookimpl
+from agentcore.plugins import SettingsSection
+
+SEEN = []
+
+
+class ObserverSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str = "unset"
+
+
+@hookimpl
+def agentcore_settings():
+    return SettingsSection("acme_observer", ObserverSettings)
+
+
+@hookimpl
+def agentcore_start(context):
+    SEEN.append(("start", context.name, context.settings.label))
+
+
+@hookimpl
+async def on_trace(event):
+    SEEN.append(("trace", event.type))
+
+
+@hookimpl
+def on_stream_event(event):
+    SEEN.append(("event", type(event).__name__))
+
+
+@hookimpl
+def agentcore_stop():
+    SEEN.append(("stop",))
+"""
+
+_DISABLED = """
+from agentcore import hookimpl
+
+SEEN = []
+
+
+@hookimpl
+def on_trace(event):
+    SEEN.append(event.type)
+"""
+
+_BUNDLED_WAITING = """
+from agentcore import hookimpl
+
+SEEN = []
+
+
+@hookimpl(trylast=True)
+def on_wait_start(wait):
+    SEEN.append(wait.reason)
+"""
+
+_ACME_WAITING = '''
+from agentcore import hookimpl
+
+SEEN = []
+
+
+class AcmeWaiting:
+    """A class entry point: one instance per kernel."""
+
+    @hookimpl
+    async def on_trace(self, event):
+        SEEN.append(event.type)
+'''
+
+_CLAIM = """
+from agentcore import hookimpl
+
+
+@hookimpl
+def on_trace(event):
+    pass
+"""
+
+_BROKEN = """
+import ackt_missing_dependency  # noqa: F401  (not installed: the import fails)
+"""
+
+_BADSTART = """
+from agentcore import hookimpl
+
+
+@hookimpl
+def agentcore_start(context):
+    raise RuntimeError("no licence for acme-badstart")
+"""
+
+
+@dataclass(frozen=True)
+class _Dist:
+    name: str
+    module: str
+    entry_points: dict[str, str]
+    source: str
+    version: str = "1.0.0"
+
+
+_DISTS = [
+    _Dist("acme-observer", "ackt_observer", {"acme-observer": "ackt_observer"}, _OBSERVER),
+    _Dist("acme-disabled", "ackt_disabled", {"acme-disabled": "ackt_disabled"}, _DISABLED),
+    # Literally a bundled default's distribution name (plugins.BUNDLED_DISTRIBUTIONS).
+    _Dist(
+        "agentcore-waiting-trace",
+        "ackt_bundled_waiting",
+        {"waiting-trace": "ackt_bundled_waiting"},
+        _BUNDLED_WAITING,
+        version="0.0.1",
+    ),
+    _Dist(
+        "acme-waiting",
+        "ackt_acme_waiting",
+        {"waiting-trace": "ackt_acme_waiting:AcmeWaiting"},
+        _ACME_WAITING,
+        version="2.0.0",
+    ),
+    _Dist("acme-claim-a", "ackt_claim_a", {"acme-contested": "ackt_claim_a"}, _CLAIM),
+    _Dist("acme-claim-b", "ackt_claim_b", {"acme-contested": "ackt_claim_b"}, _CLAIM),
+    _Dist("acme-broken", "ackt_broken", {"acme-broken": "ackt_broken"}, _BROKEN),
+    _Dist("acme-badstart", "ackt_badstart", {"acme-badstart": "ackt_badstart"}, _BADSTART),
+]
+
+
+def _write_project(root: Path, dist: _Dist) -> Path:
+    project = root / dist.name
+    package = project / "src" / dist.module
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(textwrap.dedent(dist.source))
+    eps = "\n".join(f'"{name}" = "{target}"' for name, target in dist.entry_points.items())
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            f"""\
+            [build-system]
+            requires = ["hatchling"]
+            build-backend = "hatchling.build"
+
+            [project]
+            name = "{dist.name}"
+            version = "{dist.version}"
+
+            [project.entry-points."agentcore.plugins"]
+            """
+        )
+        + eps
+        + textwrap.dedent(
+            f"""
+
+            [tool.hatch.build.targets.wheel]
+            packages = ["src/{dist.module}"]
+            """
+        )
+    )
+    return project
+
+
+def _build_wheel(project: Path, out: Path) -> Path:
+    # hatchling's own builder, in process: what `pip wheel --no-build-isolation` would
+    # run, without a subprocess per package.
+    from hatchling.builders.wheel import WheelBuilder
+
+    (wheel,) = WheelBuilder(str(project)).build(directory=str(out), versions=["standard"])
+    return Path(wheel)
+
+
+@pytest.fixture(scope="session")
+def installed_dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every fixture distribution, built into a wheel and installed by pip, once per session.
+
+    One `pip install --target` installs every wheel (a pip process per
+    distribution would cost seconds); each distribution's files, as its RECORD
+    lists them, are then moved into a directory of its own, so that a test can
+    put on sys.path exactly the distributions it needs. Maps distribution name
+    to that directory.
+    """
+    root = tmp_path_factory.mktemp("dists")
+    wheels = [_build_wheel(_write_project(root / "src", d), root / "wheels") for d in _DISTS]
+    staging = root / "staging"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+        + ["--no-deps", "--no-build-isolation", "--no-index", "--target", str(staging)]
+        + [str(w) for w in wheels],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip install failed:\n{proc.stdout}{proc.stderr}")
+    targets: dict[str, Path] = {}
+    for dist in _DISTS:
+        stem = dist.name.replace("-", "_")
+        record = staging / f"{stem}-{dist.version}.dist-info" / "RECORD"
+        tops = {line.split(",")[0].split("/")[0] for line in record.read_text().splitlines()}
+        target = targets[dist.name] = root / "site" / dist.name
+        target.mkdir(parents=True)
+        for top in tops:
+            (staging / top).rename(target / top)
+    return targets
+
+
+@pytest.fixture
+def use_dists(
+    installed_dists: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., None]]:
+    """Put the named distributions on sys.path (first on it) for this test."""
+
+    def use(*names: str) -> None:
+        for name in names:
+            monkeypatch.syspath_prepend(str(installed_dists[name]))
+        importlib.invalidate_caches()
+
+    yield use
+    forget_fixture_modules()
+    importlib.invalidate_caches()
+
+
+def forget_fixture_modules() -> None:
+    for module in [m for m in sys.modules if m.startswith(MODULE_PREFIX)]:
+        del sys.modules[module]
+
+
+# -- the environment ------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_agentcore_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's own AGENTCORE_* variables must not leak into a test."""
+    for key in list(os.environ):
+        if key.upper().startswith("AGENTCORE_"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def scripted() -> Callable[..., Scripted]:
+    """Make the provider that `[providers.fake] kind = "scripted"` resolves to."""
+
+    def make(*attempts: Iterable[Any]) -> Scripted:
+        provider = Scripted(*attempts)
+        register_kind("scripted", lambda name, config, inference: provider)
+        return provider
+
+    return make
+
+
+@pytest.fixture
+def make_kernel(tmp_path: Path) -> Callable[..., Kernel]:
+    """`Kernel.load` with explicit plugins and environment, no discovery unless asked."""
+
+    def make(
+        *,
+        plugins: dict[str, object] | None = None,
+        env: dict[str, str] | None = None,
+        toml: str | None = None,
+        discover: bool = False,
+    ) -> Kernel:
+        path = None
+        if toml is not None:
+            path = tmp_path / "settings.toml"
+            path.write_text(textwrap.dedent(toml))
+        return Kernel.load(
+            path, environ={**FAKE_ENV, **(env or {})}, plugins=plugins, discover_plugins=discover
+        )
+
+    return make
+
+
+@pytest.fixture
+def log_lines() -> Iterator[list[str]]:
+    """Every log record loguru emits during the test, formatted, tracebacks included."""
+    from loguru import logger
+
+    lines: list[str] = []
+    handler = logger.add(lambda message: lines.append(str(message)), level="DEBUG")
+    yield lines
+    logger.remove(handler)

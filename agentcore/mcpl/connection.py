@@ -1,0 +1,593 @@
+"""One configured MCPL server: the handshake, the policy exchange, and inbound checks.
+
+Lifecycle of a session (SPEC §5.2-5.3, §6.7):
+
+1. `initialize`, advertising the host's `capabilities.experimental.mcpl`;
+   the result's `capabilities` is the server's manifest.
+2. `notifications/initialized`.
+3. The effective grant is computed (configured ∩ advertised, `grants`), the
+   declared feature sets are derived from it, and `featureSets/update` is
+   sent as a Request; its result is the degradation receipt, logged.
+4. Only after the receipt is the connection *ready*. Until then every MCPL
+   method is refused with -32002 (`data.reason: "policy_pending"`): before
+   the exchange the effective grant is, by §5.3, empty, and a denied
+   capability is refused with -32002. A refusal receipt (`accepted: false`)
+   leaves MCPL disabled (`data.reason: "policy_refused"`), and a server
+   without `experimental.mcpl` never enables it (`"mcpl_absent"`).
+
+Checks on each inbound request, in this order, before the handler sees it:
+the method's capability is granted (-32002, `data.capability`), and with
+`stream: true` also `inferenceRequest.streaming`; for methods that carry a
+`featureSet` (§6.5: `inference/request`, `push/event`) the set is declared
+(-32003), enabled (-32001), and its `uses` covers what the request
+exercises (-32001 with `reason: "declaration_mismatch"`, §6.4); and an
+`inference/request` that arrives while a host→server `context/*` request to
+this server is pending is refused (-32603, `reason: "context_hook"`):
+§10.7 says hooks must not trigger inference, and the wire carries no link
+between the two, so the open hook window is the only evidence, and the
+check fails closed. A handler result of None is answered -32601: a method
+never goes unanswered (§6.6), `model/info` included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from loguru import logger
+
+from agentcore.mcpl.grants import (
+    FeatureSet,
+    advertised_capabilities,
+    check_policy,
+    derive_feature_sets,
+    effective_grant,
+    is_granted,
+)
+from agentcore.mcpl.jsonrpc import (
+    ConnectionClosed,
+    JsonRpcPeer,
+    Params,
+    RemoteError,
+    RequestId,
+)
+from agentcore.mcpl.protocol import (
+    CAPABILITY_DENIED,
+    FEATURE_SET_NOT_ENABLED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    UNKNOWN_FEATURE_SET,
+    McplError,
+    McplRequest,
+)
+from agentcore.mcpl.transports import ReconnectPolicy, TransportFactory
+
+MCP_PROTOCOL_VERSION = "2025-06-18"
+MCPL_VERSION = "0.5"
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+SHUTDOWN_MESSAGE = "the host is shutting down"
+
+# What this host supports, as §5.2 shapes it.
+HOST_MCPL_CAPABILITIES: dict[str, Any] = {
+    "version": MCPL_VERSION,
+    "inferenceRequest": {"streaming": True},
+    "modelInfo": True,
+    "featureSets": True,
+}
+
+# Server→host methods and the capability each needs (§9, §11, §12, §14.1).
+INBOUND_CAPABILITY: dict[str, str] = {
+    "inference/request": "inferenceRequest",
+    "model/info": "modelInfo",
+    "push/event": "pushEvents",
+    "channels/register": "channels.register",
+    "channels/changed": "channels.register",
+    "channels/list": "channels.register",
+    "channels/incoming": "channels.incoming",
+    "channels/acknowledge": "channels.acknowledge",
+    "channels/typing": "channels.typing",
+}
+# Server-initiated methods that must name their feature set (§6.5).
+FEATURE_SET_METHODS = frozenset({"inference/request", "push/event"})
+
+# Host→server methods and the capabilities of which at least one must be
+# granted before the host may send them (§5.4: "MUST NOT deliver").
+OUTBOUND_CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "context/beforeInference": (
+        "contextHooks.beforeInference.observe",
+        "contextHooks.beforeInference.inject.system",
+        "contextHooks.beforeInference.inject.beforeUser",
+        "contextHooks.beforeInference.inject.afterUser",
+    ),
+    "inference/lifecycle": ("inferenceLifecycle",),
+    "inference/chunk": ("inferenceRequest.streaming",),
+    "channels/list": ("channels.register",),
+    "channels/open": ("channels.lifecycle",),
+    "channels/close": ("channels.lifecycle",),
+    "channels/publish": ("channels.publish",),
+    "channels/outgoing/chunk": ("channels.streaming",),
+    "channels/outgoing/complete": ("channels.streaming",),
+}
+
+McplRequestHandler = Callable[[McplRequest], Awaitable[Any]]
+McplNotificationHandler = Callable[["ServerConnection", str, dict[str, Any]], Awaitable[None]]
+
+_STATE_REASONS = {
+    "pending": "the initial featureSets/update exchange has not completed",
+    "refused": "the server refused the host's policy, so MCPL is disabled",
+    "absent": "the server does not speak MCPL",
+}
+_STATE_CODES = {"pending": "policy_pending", "refused": "policy_refused", "absent": "mcpl_absent"}
+
+
+class McplStartError(Exception):
+    """A session could not be established (spawn, connect, or handshake failed)."""
+
+
+def _client_version() -> str:
+    try:
+        return importlib.metadata.version("agentcore")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _denied(capability: str, why: str | None = None, **extra: Any) -> McplError:
+    message = f"Capability denied: {capability}"
+    if why:
+        message += f" ({why})"
+    return McplError(CAPABILITY_DENIED, message, {"capability": capability, **extra})
+
+
+class ServerConnection:
+    """The host's connection to one `[mcpl.servers.NAME]`; implements `ServerHandle`.
+
+    `handler` answers every request that passes the checks (the kernel passes
+    one that calls the plugins' `on_mcpl_request`). With `reconnect`, a lost
+    session is replaced by a new one, which runs the whole handshake again;
+    `closed` is set once the connection is finished for good.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        transport_factory: TransportFactory,
+        *,
+        grant: Sequence[str],
+        handler: McplRequestHandler,
+        disabled_feature_sets: Sequence[str] = (),
+        notification_handler: McplNotificationHandler | None = None,
+        reconnect: ReconnectPolicy | None = None,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        host_capabilities: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._name = name
+        self._factory = transport_factory
+        self._configured = tuple(grant)
+        self._disabled = tuple(disabled_feature_sets)
+        self._handler = handler
+        self._notification_handler = notification_handler
+        self._reconnect = reconnect
+        self._timeout = request_timeout_s
+        self._host_capabilities = dict(host_capabilities or HOST_MCPL_CAPABILITIES)
+        self._log = logger.bind(mcpl_server=name)
+        self._peer: JsonRpcPeer | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._closing = False
+        self.closed = asyncio.Event()
+        self._reset_session_state()
+        self.sessions = 0
+
+    def _reset_session_state(self) -> None:
+        self._state = "pending"
+        self._grant: frozenset[str] = frozenset()
+        self._advertised: frozenset[str] = frozenset()
+        self._feature_sets: dict[str, FeatureSet] = {}
+        self._hooks_pending = 0
+        self.server_info: Any = None
+        self.manifest: dict[str, Any] = {}
+        self.receipt: Any = None
+
+    # -- ServerHandle --------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def grant(self) -> frozenset[str]:
+        """The effective capabilities sent in this session's `featureSets/update`."""
+        return self._grant
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification; refuses (McplError -32002) one the grant does not allow."""
+        peer = self._live_peer()
+        self._check_outbound(method)
+        await peer.notify(method, params)
+
+    # -- more of the connection ---------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """True once this session's policy exchange completed and MCPL is on."""
+        return self._state == "ready"
+
+    @property
+    def state(self) -> str:
+        """pending, ready, refused (the server refused the policy) or absent (no MCPL)."""
+        return self._state
+
+    @property
+    def advertised(self) -> frozenset[str]:
+        return self._advertised
+
+    @property
+    def feature_sets(self) -> Mapping[str, FeatureSet]:
+        return dict(self._feature_sets)
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> Any:
+        """Send a host→server request (e.g. `context/beforeInference`) and await its result.
+
+        While a `context/*` request is pending, an `inference/request` from this
+        server is refused (§10.7). Raises `RemoteError`, `TimeoutError`,
+        `ConnectionClosed`, or McplError -32002 for a method the grant does not allow.
+        """
+        peer = self._live_peer()
+        self._check_outbound(method)
+        hook = method.startswith("context/")
+        if hook:
+            self._hooks_pending += 1
+        try:
+            return await peer.request(method, params, timeout=timeout)
+        finally:
+            # Runs in the same step in which the response resumes us, before
+            # the task of any request read after that response (see jsonrpc),
+            # so a request the server sends after answering the hook is not
+            # mistaken for one from inside it.
+            if hook and self._peer is peer:
+                self._hooks_pending -= 1
+
+    def _live_peer(self) -> JsonRpcPeer:
+        peer = self._peer
+        if peer is None or peer.closing or self._closing:
+            raise ConnectionClosed(f"mcpl server {self._name}: not connected")
+        return peer
+
+    def _check_outbound(self, method: str) -> None:
+        needs = OUTBOUND_CAPABILITIES.get(method)
+        if needs is None:
+            return
+        if self._state != "ready":
+            raise _denied(needs[0], _STATE_REASONS[self._state], reason=_STATE_CODES[self._state])
+        if not any(is_granted(self._grant, capability) for capability in needs):
+            raise _denied(needs[0], "not in the effective grant")
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the first session and run the handshake. Raises McplStartError.
+
+        A failed first session is not retried (the host reports it); `reconnect`
+        applies to sessions lost after that.
+        """
+        try:
+            await self._open_session()
+        except BaseException:
+            self._closing = True
+            self.closed.set()
+            raise
+        self._supervisor = asyncio.get_running_loop().create_task(
+            self._supervise(), name=f"mcpl-supervisor:{self._name}"
+        )
+
+    async def close(self, reason: str = SHUTDOWN_MESSAGE) -> None:
+        """Answer in-flight requests -32603 with `reason`, then close the transport."""
+        if self._closing:
+            await self.closed.wait()
+            return
+        self._closing = True
+        current = asyncio.current_task()
+        try:
+            if self._supervisor is not None and self._supervisor is not current:
+                self._supervisor.cancel()
+                await asyncio.gather(self._supervisor, return_exceptions=True)
+            if self._peer is not None:
+                self._log.info("mcpl server {}: closing: {}", self._name, reason)
+                await self._peer.close(McplError(INTERNAL_ERROR, reason), reason=reason)
+        finally:
+            self.closed.set()
+
+    async def wait_closed(self) -> None:
+        await self.closed.wait()
+
+    async def _supervise(self) -> None:
+        try:
+            while True:
+                peer = self._peer
+                assert peer is not None
+                await peer.wait_closed()
+                if self._closing or self._reconnect is None:
+                    break
+                self._log.warning(
+                    "mcpl server {}: session lost ({}); reconnecting",
+                    self._name,
+                    peer.close_reason,
+                )
+                if not await self._reopen(self._reconnect):
+                    break
+        finally:
+            if not self._closing:
+                self._log.info("mcpl server {}: connection closed", self._name)
+                self._closing = True
+                self.closed.set()
+
+    async def _reopen(self, policy: ReconnectPolicy) -> bool:
+        for delay in policy.delays():
+            await asyncio.sleep(delay)
+            if self._closing:
+                return False
+            try:
+                await self._open_session()
+                return True
+            except McplStartError as exc:
+                self._log.warning("mcpl server {}: reconnect failed: {}", self._name, exc)
+        self._log.error("mcpl server {}: giving up reconnecting", self._name)
+        return False
+
+    async def _open_session(self) -> None:
+        self._reset_session_state()
+        try:
+            transport = await self._factory()
+        except Exception as exc:
+            raise McplStartError(f"mcpl server {self._name}: could not open: {exc}") from exc
+        peer = JsonRpcPeer(
+            transport, self._on_request, self._on_notification, name=f"mcpl server {self._name}"
+        )
+        self._peer = peer
+        self.sessions += 1
+        peer.start()
+        try:
+            await self._handshake(peer)
+        except BaseException as exc:
+            await peer.close(None, reason="the handshake failed")
+            if isinstance(exc, Exception) and not isinstance(exc, McplStartError):
+                raise McplStartError(f"mcpl server {self._name}: handshake failed: {exc}") from exc
+            raise
+
+    async def _handshake(self, peer: JsonRpcPeer) -> None:
+        result = await peer.request(
+            "initialize",
+            {
+                "protocolVersion": MCP_PROTOCOL_VERSION,
+                "capabilities": {"experimental": {"mcpl": self._host_capabilities}},
+                "clientInfo": {"name": "agentcore", "version": _client_version()},
+            },
+            timeout=self._timeout,
+        )
+        if not isinstance(result, dict):
+            raise McplStartError(f"mcpl server {self._name}: initialize result is not an object")
+        capabilities = result.get("capabilities")
+        self.manifest = capabilities if isinstance(capabilities, dict) else {}
+        self.server_info = result.get("serverInfo")
+        await peer.notify("notifications/initialized")
+
+        experimental = self.manifest.get("experimental")
+        mcpl = experimental.get("mcpl") if isinstance(experimental, dict) else None
+        if not isinstance(mcpl, dict):
+            # §3.3: an MCP server; MCPL stays off and its methods are refused.
+            self._state = "absent"
+            self._log.warning("mcpl server {}: does not advertise MCPL", self._name)
+            return
+        if mcpl.get("version") != MCPL_VERSION:
+            self._log.warning(
+                "mcpl server {}: speaks MCPL {!r}, this host {}",
+                self._name,
+                mcpl.get("version"),
+                MCPL_VERSION,
+            )
+
+        self._advertised = frozenset(advertised_capabilities(self.manifest))
+        self._grant = effective_grant(self._configured, self._advertised)
+        self._feature_sets = derive_feature_sets(
+            mcpl.get("featureSets"), self._grant, self._disabled
+        )
+        params = self._policy_params()
+        for fs in self._feature_sets.values():
+            if not fs.enabled:
+                self._log.info(
+                    "mcpl server {}: feature set {} disabled: {}{}",
+                    self._name,
+                    fs.name,
+                    fs.reason,
+                    f" (missing {', '.join(fs.missing)})" if fs.missing else "",
+                )
+        self._log.info(
+            "mcpl server {}: effective grant {}; enabled feature sets {}",
+            self._name,
+            params["effectiveCapabilities"],
+            params["enabled"],
+        )
+        try:
+            receipt = await peer.request("featureSets/update", params, timeout=self._timeout)
+        except (RemoteError, TimeoutError) as exc:
+            # §6.7: an unanswered policy does not activate.
+            self._state = "refused"
+            self._log.error(
+                "mcpl server {}: featureSets/update failed ({}); MCPL stays disabled",
+                self._name,
+                exc,
+            )
+            return
+        # No await between the receipt and this state change: a request the
+        # server sends after its receipt is checked after this line runs.
+        if self._apply_receipt(receipt):
+            raise McplStartError(
+                f"mcpl server {self._name}: refused the host's policy and asked to close"
+            )
+
+    def _policy_params(self) -> dict[str, Any]:
+        effective = sorted(self._grant)
+        denied = sorted(self._advertised - self._grant)
+        check_policy(effective, denied)
+        return {
+            "effectiveCapabilities": effective,
+            "deniedCapabilities": denied,
+            "enabled": sorted(n for n, fs in self._feature_sets.items() if fs.enabled),
+            "disabled": sorted(n for n, fs in self._feature_sets.items() if not fs.enabled),
+        }
+
+    def _apply_receipt(self, receipt: Any) -> bool:
+        """Record the degradation receipt; True when the server asks to close.
+
+        Testimony only (§6.7): it never changes the grant.
+        """
+        self.receipt = receipt
+        if isinstance(receipt, dict) and receipt.get("accepted") is False:
+            self._state = "refused"
+            self._log.error(
+                "mcpl server {}: refused the policy (fallback {!r}, missing {}): {}",
+                self._name,
+                receipt.get("fallback"),
+                receipt.get("missingCapabilities"),
+                receipt.get("reason"),
+            )
+            return receipt.get("fallback") == "close"
+        self._state = "ready"
+        if not isinstance(receipt, dict) or "accepted" not in receipt:
+            self._log.warning(
+                "mcpl server {}: featureSets/update receipt is not a §6.7 receipt: {!r}",
+                self._name,
+                receipt,
+            )
+            return False
+        self._log.info(
+            "mcpl server {}: policy accepted (mode {!r}, unavailable {})",
+            self._name,
+            receipt.get("mode"),
+            receipt.get("unavailableFeatures"),
+        )
+        return False
+
+    # -- inbound -------------------------------------------------------------
+
+    async def _on_request(self, request_id: RequestId, method: str, params: Params) -> Any:
+        if method == "ping":
+            return {}
+        # _admit runs before the first await, i.e. in the task's first step:
+        # the state it reads is the state as of this request's place on the wire.
+        request = self._admit(request_id, method, params)
+        result = await self._handler(request)
+        if result is None:
+            raise McplError(METHOD_NOT_FOUND, f"Method not found: nothing here answers {method}")
+        return result
+
+    def _admit(self, request_id: RequestId, method: str, params: Params) -> McplRequest:
+        capability = INBOUND_CAPABILITY.get(method)
+        if capability is not None:
+            if self._state != "ready":
+                raise _denied(
+                    capability, _STATE_REASONS[self._state], reason=_STATE_CODES[self._state]
+                )
+            if not is_granted(self._grant, capability):
+                raise _denied(capability)
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise McplError(INVALID_PARAMS, "Invalid params: params must be an object")
+        exercised = [capability] if capability is not None else []
+        if method == "inference/request":
+            stream = params.get("stream", False)
+            if not isinstance(stream, bool):
+                raise McplError(INVALID_PARAMS, "Invalid params: stream must be a boolean")
+            if stream:
+                if not is_granted(self._grant, "inferenceRequest.streaming"):
+                    raise _denied("inferenceRequest.streaming")
+                exercised.append("inferenceRequest.streaming")
+        if method in FEATURE_SET_METHODS:
+            self._check_feature_set(params.get("featureSet"), exercised)
+        if method == "inference/request" and self._hooks_pending:
+            raise McplError(
+                INTERNAL_ERROR,
+                "inference/request refused: it arrived while this host's context hook "
+                "request to the server was pending, and context hooks must not trigger "
+                "inference (SPEC §10.7)",
+                {"reason": "context_hook"},
+            )
+        return McplRequest(server=self, id=request_id, method=method, params=params)
+
+    def _check_feature_set(self, name: object, exercised: list[str]) -> None:
+        if not isinstance(name, str) or not name:
+            raise McplError(
+                INVALID_PARAMS,
+                "Invalid params: featureSet (a string) is required",
+                {"param": "featureSet"},
+            )
+        fs = self._feature_sets.get(name)
+        if fs is None:
+            raise McplError(UNKNOWN_FEATURE_SET, "Unknown feature set", {"featureSet": name})
+        if not fs.enabled:
+            raise McplError(
+                FEATURE_SET_NOT_ENABLED,
+                "Feature set not enabled",
+                {"featureSet": name, "reason": fs.reason},
+            )
+        for capability in exercised:
+            if not is_granted(fs.uses, capability):
+                # §6.4(2): the grant protects; the declaration did not say this.
+                self._log.warning(
+                    "mcpl server {}: declaration mismatch: feature set {} exercised {}, "
+                    "which its uses {} does not declare",
+                    self._name,
+                    name,
+                    capability,
+                    list(fs.uses),
+                )
+                raise McplError(
+                    FEATURE_SET_NOT_ENABLED,
+                    f"Feature set not enabled for {capability}: its uses does not declare it",
+                    {
+                        "featureSet": name,
+                        "capability": capability,
+                        "reason": "declaration_mismatch",
+                    },
+                )
+
+    async def _on_notification(self, method: str, params: Params) -> None:
+        capability = INBOUND_CAPABILITY.get(method)
+        if capability is not None and not (self.ready and is_granted(self._grant, capability)):
+            self._log.warning(
+                "mcpl server {}: dropped notification {}: {} is not granted",
+                self._name,
+                method,
+                capability,
+            )
+            return
+        if method == "notifications/cancelled":
+            # Not acted on: every request gets exactly one answer, and the
+            # handler's answer (or close()'s) is that one.
+            self._log.debug("mcpl server {}: ignoring {}", self._name, method)
+            return
+        if self._notification_handler is None:
+            self._log.debug("mcpl server {}: notification {}", self._name, method)
+            return
+        await self._notification_handler(self, method, params if isinstance(params, dict) else {})
+
+
+__all__ = [
+    "DEFAULT_REQUEST_TIMEOUT_S",
+    "FEATURE_SET_METHODS",
+    "HOST_MCPL_CAPABILITIES",
+    "INBOUND_CAPABILITY",
+    "MCPL_VERSION",
+    "MCP_PROTOCOL_VERSION",
+    "OUTBOUND_CAPABILITIES",
+    "SHUTDOWN_MESSAGE",
+    "McplNotificationHandler",
+    "McplRequestHandler",
+    "McplStartError",
+    "ServerConnection",
+]

@@ -1,0 +1,500 @@
+"""A protocol-neutral JSON-RPC 2.0 peer over an abstract message transport.
+
+Either side may send requests and notifications. The peer knows nothing about
+MCPL: a request handler decides what a method means and raises `McplError`
+for an error answer. What the peer guarantees:
+
+- **One task per inbound request**, so a slow handler never blocks reading.
+- **Exactly one answer per inbound request id**, on every path. Each in-flight
+  request is an entry in `_inflight`; whoever removes the entry (the handler's
+  task when it finishes, or `close()`) is the one that answers, and removal
+  is a synchronous dict operation, so two answers cannot happen.
+- **One boundary** (`error_object`) where an exception becomes an error object.
+- **Bad input never kills the connection**: invalid JSON is answered -32700
+  with id null, a malformed message -32600, a response for an unknown id is
+  logged and dropped, and a refused frame (`FrameError`) is answered -32700.
+- **Batches are not supported**: a JSON array is answered with one -32600,
+  id null (MCP removed batching; MCPL inherits MCP's framing).
+- A concurrent duplicate of an in-flight request id is answered -32600 with
+  id null, because a second answer with that id could not be told apart.
+- Ids are strings or integers (not floats, booleans or null); `"params": null`
+  is read as omitted.
+
+Ordering: inbound messages are handled in arrival order by one reader task.
+A response resolves its waiter synchronously in the reader, and a request's
+task is created after that; asyncio runs callbacks in the order they were
+scheduled, so a coroutine awaiting a response resumes before the task of any
+request that arrived after that response. Inbound notifications run inline
+in the reader, in order; their handler must not block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeGuard
+
+from loguru import logger
+
+from agentcore.mcpl.protocol import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    McplError,
+)
+
+RequestId = int | str
+Params = dict[str, Any] | list[Any] | None
+RequestHandler = Callable[[RequestId, str, Params], Awaitable[Any]]
+NotificationHandler = Callable[[str, Params], Awaitable[None]]
+
+# How long close() waits for handler tasks to finish cancelling, and for
+# answers already being sent, before it closes the transport anyway.
+CLOSE_DRAIN_TIMEOUT_S = 2.0
+
+
+class Transport(Protocol):
+    """One JSON-RPC message per `send`/`receive`; framing is the transport's."""
+
+    async def send(self, text: str) -> None:
+        """Send one message. Raises `ConnectionError` (or OSError) once closed."""
+        ...
+
+    async def receive(self) -> str | None:
+        """The next message, or None once the other side has closed.
+
+        Raises `FrameError` for a frame it refused (too large, not text); the
+        peer answers that and reads on.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release the transport; idempotent."""
+        ...
+
+
+class FrameError(Exception):
+    """A frame the transport refused to hand over; the peer answers it -32700, id null."""
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+
+class FrameTooLarge(FrameError):
+    """A frame over the transport's size limit, discarded without being read into memory."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"Parse error: frame exceeds the {limit}-byte limit and was discarded",
+            {"maxFrameBytes": limit},
+        )
+        self.limit = limit
+
+
+class ConnectionClosed(Exception):
+    """The connection closed before (or while) an outbound message could complete."""
+
+
+class RemoteError(McplError):
+    """The other side answered our request with an error object."""
+
+
+# -- the exception-to-wire boundary -----------------------------------------
+
+
+def error_object(exc: BaseException) -> dict[str, Any]:
+    """The one place an exception becomes a JSON-RPC error object.
+
+    `McplError` is sent as it is; anything else is -32603 with its message
+    (logged with its traceback here, so a plugin bug is never silent).
+    """
+    if isinstance(exc, McplError):
+        return exc.to_wire()
+    logger.opt(exception=exc).error("request handler failed: {}", exc)
+    return {"code": INTERNAL_ERROR, "message": str(exc) or type(exc).__name__}
+
+
+def _dumps(message: dict[str, Any]) -> str:
+    # ASCII-only output: a lone surrogate from the other side's JSON can be
+    # echoed back without making the frame unencodable; NaN is not JSON.
+    return json.dumps(message, separators=(",", ":"), allow_nan=False)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def encode_error(request_id: RequestId | None, error: dict[str, Any]) -> str:
+    """An error response; falls back to a plain -32603 if `error.data` is not JSON."""
+    try:
+        return _dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+    except (TypeError, ValueError, RecursionError):
+        plain = {"code": error.get("code", INTERNAL_ERROR), "message": str(error.get("message"))}
+        if not isinstance(plain["code"], int) or isinstance(plain["code"], bool):
+            plain["code"] = INTERNAL_ERROR
+        return _dumps({"jsonrpc": "2.0", "id": request_id, "error": plain})
+
+
+def _valid_id(value: object) -> TypeGuard[RequestId]:
+    # bool is an int in Python but not a JSON-RPC id; floats are refused
+    # because 1 and 1.0 would otherwise be two names for one request.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+@dataclass(slots=True)
+class _Inbound:
+    task: asyncio.Task[None]
+    method: str
+
+
+class JsonRpcPeer:
+    """One end of a JSON-RPC 2.0 connection over a `Transport`.
+
+    Call `start()` to begin reading; `close()` ends the connection, answering
+    in-flight inbound requests first when told to.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        request_handler: RequestHandler,
+        notification_handler: NotificationHandler | None = None,
+        *,
+        name: str = "peer",
+    ) -> None:
+        self._transport = transport
+        self._handle_request = request_handler
+        self._handle_notification = notification_handler
+        self.name = name
+        self._ids = itertools.count(1)
+        self._pending: dict[RequestId, asyncio.Future[Any]] = {}
+        self._inflight: dict[RequestId, _Inbound] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._send_lock = asyncio.Lock()
+        self._reader: asyncio.Task[None] | None = None
+        self._closing = False
+        self._closed = asyncio.Event()
+        self.close_reason: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the reader task (needs a running loop)."""
+        if self._reader is None:
+            self._reader = asyncio.get_running_loop().create_task(
+                self._read_loop(), name=f"jsonrpc-reader:{self.name}"
+            )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    @property
+    def inflight(self) -> frozenset[RequestId]:
+        """Ids of inbound requests not yet answered."""
+        return frozenset(self._inflight)
+
+    async def close(
+        self, answer_inflight_with: McplError | None = None, *, reason: str | None = None
+    ) -> None:
+        """Close: stop reading, answer in-flight requests, fail pending ones, close the transport.
+
+        Every in-flight inbound request's task is cancelled and, when
+        `answer_inflight_with` is given, answered with it before the
+        transport closes. Outbound requests still waiting fail with
+        `ConnectionClosed`. A second call waits for the first.
+        """
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        self.close_reason = reason or (
+            answer_inflight_with.message if answer_inflight_with else "closed"
+        )
+        current = asyncio.current_task()
+        try:
+            # Stop reading first, so nothing is admitted after this point.
+            if self._reader is not None and self._reader is not current:
+                self._reader.cancel()
+                await asyncio.gather(self._reader, return_exceptions=True)
+            # Taking the entries out of `_inflight` before anything awaits is
+            # what makes a handler that finishes now find its entry gone and
+            # stay silent: we answer it instead, exactly once.
+            entries = list(self._inflight.items())
+            self._inflight.clear()
+            for _, entry in entries:
+                if entry.task is not current:
+                    entry.task.cancel()
+            if answer_inflight_with is not None:
+                error = answer_inflight_with.to_wire()
+                for request_id, entry in entries:
+                    logger.info(
+                        "{}: answering in-flight {} (id {!r}) with {}: {}",
+                        self.name,
+                        entry.method,
+                        request_id,
+                        error["code"],
+                        error["message"],
+                    )
+                    await self._send_quietly(encode_error(request_id, error))
+            # Let cancelled handlers unwind and answers already being sent go out.
+            others = {t for t in self._tasks if t is not current}
+            if others:
+                await asyncio.wait(others, timeout=CLOSE_DRAIN_TIMEOUT_S)
+            self._fail_pending()
+        finally:
+            try:
+                await self._transport.close()
+            except Exception as exc:
+                logger.warning("{}: closing the transport failed: {}", self.name, exc)
+            self._fail_pending()
+            self._closed.set()
+
+    def _fail_pending(self) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionClosed(f"{self.name}: {self.close_reason}"))
+        self._pending.clear()
+
+    # -- outbound ------------------------------------------------------------
+
+    async def request(
+        self, method: str, params: Params = None, *, timeout: float | None = None
+    ) -> Any:
+        """Send a request and wait for its result.
+
+        Raises `RemoteError` for an error answer, `TimeoutError` after
+        `timeout` seconds, `ConnectionClosed` if the connection closes first.
+        """
+        if self._closing:
+            raise ConnectionClosed(f"{self.name}: {self.close_reason}")
+        request_id = next(self._ids)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self._send(_dumps(message))
+            # asyncio.timeout awaits the future directly (wait_for would add a
+            # hop), which keeps the ordering promise in the module docstring.
+            async with asyncio.timeout(timeout):
+                return await future
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def notify(self, method: str, params: Params = None) -> None:
+        """Send a notification. Raises `ConnectionClosed` once closing."""
+        if self._closing:
+            raise ConnectionClosed(f"{self.name}: {self.close_reason}")
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self._send(_dumps(message))
+
+    async def _send(self, text: str) -> None:
+        # One lock for every frame: a transport sees whole frames, one at a time.
+        async with self._send_lock:
+            try:
+                await self._transport.send(text)
+            except (ConnectionError, OSError, RuntimeError) as exc:
+                raise ConnectionClosed(f"{self.name}: send failed: {exc}") from exc
+
+    async def _send_quietly(self, text: str) -> None:
+        try:
+            await self._send(text)
+        except ConnectionClosed as exc:
+            logger.warning("{}: could not send an answer: {}", self.name, exc)
+
+    # -- inbound -------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                try:
+                    text = await self._transport.receive()
+                except FrameError as exc:
+                    logger.warning("{}: refused a frame: {}", self.name, exc.message)
+                    error = {"code": PARSE_ERROR, "message": exc.message}
+                    if exc.data is not None:
+                        error["data"] = exc.data
+                    await self._send_quietly(encode_error(None, error))
+                    continue
+                if text is None:
+                    logger.info("{}: the other side closed the connection", self.name)
+                    break
+                await self._dispatch(text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.opt(exception=exc).warning("{}: reading failed: {}", self.name, exc)
+        # Reached only when the other side went away (close() cancels us
+        # otherwise). Answers to in-flight requests are best-effort here: the
+        # other side may still read after it stopped writing.
+        if not self._closing:
+            await self.close(
+                McplError(INTERNAL_ERROR, "the connection closed"),
+                reason="the other side closed the connection",
+            )
+
+    async def _refuse(self, request_id: RequestId | None, code: int, message: str) -> None:
+        logger.warning("{}: refused a message (id {!r}): {}", self.name, request_id, message)
+        await self._send_quietly(encode_error(request_id, {"code": code, "message": message}))
+
+    async def _dispatch(self, text: str) -> None:
+        try:
+            message = _loads(text)
+        except (ValueError, RecursionError) as exc:
+            await self._refuse(None, PARSE_ERROR, f"Parse error: {exc}")
+            return
+        if isinstance(message, list):
+            await self._refuse(None, INVALID_REQUEST, "Invalid Request: batches are not supported")
+            return
+        if not isinstance(message, dict):
+            await self._refuse(None, INVALID_REQUEST, "Invalid Request: not a JSON object")
+            return
+        has_id = "id" in message
+        raw_id = message.get("id")
+        # An id already in flight is not echoed in a refusal: that would be a
+        # second answer under the in-flight request's id.
+        readable_id: RequestId | None = (
+            raw_id if _valid_id(raw_id) and raw_id not in self._inflight else None
+        )
+        if "method" not in message and ("result" in message or "error" in message):
+            self._on_response(message)
+            return
+        if message.get("jsonrpc") != "2.0":
+            await self._refuse(
+                readable_id, INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'
+            )
+            return
+        method = message.get("method")
+        if not isinstance(method, str):
+            await self._refuse(
+                readable_id, INVALID_REQUEST, "Invalid Request: method must be a string"
+            )
+            return
+        # "params": null is read as omitted: common on the wire, and harmless.
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict | list):
+            await self._refuse(
+                readable_id,
+                INVALID_REQUEST,
+                "Invalid Request: params must be an object or an array",
+            )
+            return
+        if not has_id:
+            await self._on_notification(method, params)
+            return
+        if not _valid_id(raw_id):
+            await self._refuse(
+                None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
+            )
+            return
+        if readable_id is None:
+            await self._refuse(
+                None, INVALID_REQUEST, f"Invalid Request: id {raw_id!r} is already in flight"
+            )
+            return
+        self._spawn(readable_id, method, params)
+
+    def _spawn(self, request_id: RequestId, method: str, params: Params) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._serve(request_id, method, params), name=f"jsonrpc:{self.name}:{method}"
+        )
+        self._inflight[request_id] = _Inbound(task, method)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, request_id: RequestId, method: str, params: Params) -> None:
+        try:
+            result = await self._handle_request(request_id, method, params)
+            frame = _dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+        except asyncio.CancelledError:
+            # close() took our entry and answers for us.
+            raise
+        except Exception as exc:
+            frame = encode_error(request_id, error_object(exc))
+        # The guard: answer only if our entry is still there, i.e. close()
+        # has not answered already. The check and removal do not await.
+        entry = self._inflight.get(request_id)
+        if entry is None or entry.task is not asyncio.current_task():
+            return
+        del self._inflight[request_id]
+        await self._send_quietly(frame)
+
+    async def _on_notification(self, method: str, params: Params) -> None:
+        if self._handle_notification is None:
+            logger.debug("{}: ignored notification {}", self.name, method)
+            return
+        try:
+            await self._handle_notification(method, params)
+        except Exception as exc:
+            logger.opt(exception=exc).warning(
+                "{}: notification handler for {} failed: {}", self.name, method, exc
+            )
+
+    def _on_response(self, message: dict[str, Any]) -> None:
+        raw_id = message.get("id")
+        future = self._pending.get(raw_id) if _valid_id(raw_id) else None
+        if future is None:
+            if raw_id is None and isinstance(message.get("error"), dict):
+                logger.warning(
+                    "{}: the other side reported an error for a message it could not read: {}",
+                    self.name,
+                    message["error"].get("message"),
+                )
+            else:
+                logger.warning("{}: dropped a response for unknown id {!r}", self.name, raw_id)
+            return
+        if future.done():
+            return
+        if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message):
+            future.set_exception(RemoteError(INTERNAL_ERROR, "malformed response"))
+        elif "result" in message:
+            future.set_result(message["result"])
+        else:
+            future.set_exception(_remote_error(message["error"]))
+
+
+def _remote_error(error: object) -> RemoteError:
+    if not isinstance(error, dict):
+        return RemoteError(INTERNAL_ERROR, "malformed error object")
+    code = error.get("code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        code = INTERNAL_ERROR
+    message = error.get("message")
+    return RemoteError(code, message if isinstance(message, str) else "", error.get("data"))
+
+
+__all__ = [
+    "CLOSE_DRAIN_TIMEOUT_S",
+    "ConnectionClosed",
+    "FrameError",
+    "FrameTooLarge",
+    "JsonRpcPeer",
+    "NotificationHandler",
+    "Params",
+    "RemoteError",
+    "RequestHandler",
+    "RequestId",
+    "Transport",
+    "encode_error",
+    "error_object",
+]

@@ -1,0 +1,463 @@
+"""Transports for MCPL: a stdio subprocess, a WebSocket client, and an in-memory pair.
+
+Each carries one JSON-RPC message per `send`/`receive` (see
+`agentcore.mcpl.jsonrpc.Transport`). A transport is one session: it never
+reconnects by itself, because a new socket or process is a new MCPL session
+that has to be initialized again. `ReconnectPolicy` tells the connection
+layer (`ServerConnection`) to open a new transport and re-run `initialize`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+from loguru import logger
+
+from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport
+
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+DEFAULT_KILL_GRACE_S = 5.0
+DEFAULT_HEARTBEAT_S = 20.0
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+READ_CHUNK_BYTES = 64 * 1024
+STDERR_LINE_MAX = 8 * 1024  # longer child stderr lines are logged truncated
+
+TransportFactory = Callable[[], Awaitable[Transport]]
+
+
+# -- stdio -------------------------------------------------------------------
+
+
+class _LineReader:
+    """Newline-delimited frames from a byte stream, bounded in memory.
+
+    Never holds more than `limit` + one read chunk: a line that grows past the
+    limit is dropped as it arrives, and everything up to its newline is
+    discarded unread.
+    """
+
+    def __init__(self, stream: asyncio.StreamReader, limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._buffer = bytearray()
+        self._discarding = False
+        self._eof = False
+
+    async def read_line(self) -> bytes | None:
+        """The next line without its newline; None at EOF. Raises FrameTooLarge."""
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line = bytes(self._buffer[:newline])
+                del self._buffer[: newline + 1]
+                if self._discarding:
+                    # The tail of a line already reported as too large.
+                    self._discarding = False
+                    continue
+                if len(line) > self._limit:
+                    raise FrameTooLarge(self._limit)
+                return line
+            if self._discarding:
+                self._buffer.clear()
+            elif len(self._buffer) > self._limit:
+                self._buffer.clear()
+                self._discarding = True
+                raise FrameTooLarge(self._limit)
+            if self._eof:
+                if self._buffer and not self._discarding:
+                    # A last line without its newline is still a frame.
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                    return line
+                return None
+            chunk = await self._stream.read(READ_CHUNK_BYTES)
+            if not chunk:
+                self._eof = True
+            else:
+                self._buffer += chunk
+
+
+class StdioTransport:
+    """A server run as a child process: JSON-RPC lines on its stdin and stdout.
+
+    The child's stderr goes to the log line by line, tagged with the server
+    name. `close()` closes stdin, sends SIGTERM, waits `kill_grace_s`, then
+    sends SIGKILL. The child runs in its own session, so a Ctrl-C at the
+    terminal reaches the host, which answers in-flight requests and then
+    stops the child in that order; signals go to the child's process group.
+    """
+
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        *,
+        name: str,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+    ) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.name = name
+        self.process = process
+        self.kill_grace_s = kill_grace_s
+        self._stdin = process.stdin
+        self._lines = _LineReader(process.stdout, max_frame_bytes)
+        self._stderr_task: asyncio.Task[None] | None = None
+        if process.stderr is not None:
+            self._stderr_task = asyncio.get_running_loop().create_task(
+                _log_stderr(name, process.stderr), name=f"mcpl-stderr:{name}"
+            )
+        self._closed = False
+        self._close_lock = asyncio.Lock()
+
+    @classmethod
+    async def spawn(
+        cls,
+        command: Sequence[str],
+        *,
+        name: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+    ) -> StdioTransport:
+        """Start `command` with `env` merged over this process's environment."""
+        if not command:
+            raise ValueError(f"mcpl server {name!r}: empty command")
+        full_env = {**os.environ, **(env or {})}
+        # The program only: arguments and environment may carry secrets.
+        logger.info("mcpl server {}: starting {}", name, command[0])
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+            limit=READ_CHUNK_BYTES,
+        )
+        return cls(process, name=name, max_frame_bytes=max_frame_bytes, kill_grace_s=kill_grace_s)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    async def send(self, text: str) -> None:
+        if self._closed:
+            raise ConnectionResetError(f"mcpl server {self.name}: transport closed")
+        if "\n" in text:
+            raise ValueError("a stdio frame cannot contain a newline")
+        # One write per frame, so frames never interleave.
+        self._stdin.write(text.encode("utf-8") + b"\n")
+        await self._stdin.drain()
+
+    async def receive(self) -> str | None:
+        while True:
+            line = await self._lines.read_line()
+            if line is None:
+                return None
+            line = line.rstrip(b"\r")
+            if not line.strip():
+                continue  # blank lines between frames carry nothing
+            try:
+                return line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FrameError(f"Parse error: frame is not UTF-8 ({exc.reason})") from exc
+
+    async def close(self) -> None:
+        async with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                self._stdin.close()
+            await self._stop_process()
+            if self._stderr_task is not None:
+                # The pipe closes with the process; a grandchild holding it
+                # open must not hold up shutdown.
+                done, _ = await asyncio.wait({self._stderr_task}, timeout=1.0)
+                if not done:
+                    self._stderr_task.cancel()
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(sig)
+
+    async def _stop_process(self) -> None:
+        process = self.process
+        if process.returncode is None:
+            self._signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), self.kill_grace_s)
+            except TimeoutError:
+                logger.warning(
+                    "mcpl server {}: still running {}s after SIGTERM; sending SIGKILL",
+                    self.name,
+                    self.kill_grace_s,
+                )
+                self._signal(signal.SIGKILL)
+                await process.wait()
+        logger.info("mcpl server {}: exited with {}", self.name, process.returncode)
+
+
+async def _log_stderr(name: str, stream: asyncio.StreamReader) -> None:
+    bound = logger.bind(mcpl_server=name)
+    lines = _LineReader(stream, STDERR_LINE_MAX)
+    while True:
+        try:
+            line = await lines.read_line()
+        except FrameTooLarge:
+            bound.info("mcpl server {} stderr: <line over {} bytes dropped>", name, STDERR_LINE_MAX)
+            continue
+        except (ConnectionError, OSError):
+            return
+        if line is None:
+            return
+        text = line.decode("utf-8", errors="replace").rstrip("\r")
+        bound.info("mcpl server {} stderr: {}", name, text)
+
+
+# -- WebSocket ---------------------------------------------------------------
+
+
+class WebSocketTransport:
+    """A WebSocket client: one JSON-RPC message per text frame.
+
+    aiohttp answers pings and sends one every `heartbeat_s`, closing the
+    socket when a pong does not come back. A frame over `max_frame_bytes` is
+    refused by aiohttp from its header, before the payload is read; the
+    WebSocket protocol cannot skip a frame, so aiohttp closes the socket with
+    1009 (message too big) and the session ends there.
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        ws: aiohttp.ClientWebSocketResponse,
+        *,
+        name: str,
+        max_frame_bytes: int,
+    ) -> None:
+        self.name = name
+        self._session = session
+        self._ws = ws
+        self._max_frame_bytes = max_frame_bytes
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        name: str,
+        headers: Mapping[str, str] | None = None,
+        heartbeat_s: float | None = DEFAULT_HEARTBEAT_S,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    ) -> WebSocketTransport:
+        """Open the socket. Headers (e.g. Authorization) are sent, never logged."""
+        session = aiohttp.ClientSession()
+        try:
+            async with asyncio.timeout(connect_timeout_s):
+                ws = await session.ws_connect(
+                    url,
+                    headers=dict(headers or {}),
+                    heartbeat=heartbeat_s,
+                    max_msg_size=max_frame_bytes,
+                    # No receive deadline: a quiet server is not a dead one
+                    # (the heartbeat tells those apart).
+                    timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=5.0),
+                )
+        except BaseException:
+            await session.close()
+            raise
+        logger.info("mcpl server {}: connected to {}", name, _redact_url(url))
+        return cls(session, ws, name=name, max_frame_bytes=max_frame_bytes)
+
+    async def send(self, text: str) -> None:
+        if self._closed or self._ws.closed:
+            raise ConnectionResetError(f"mcpl server {self.name}: socket closed")
+        await self._ws.send_str(text)
+
+    async def receive(self) -> str | None:
+        while True:
+            message = await self._ws.receive()
+            if message.type is aiohttp.WSMsgType.TEXT:
+                return str(message.data)
+            if message.type is aiohttp.WSMsgType.BINARY:
+                raise FrameError("Parse error: binary frame; MCPL frames are text")
+            if message.type is aiohttp.WSMsgType.ERROR:
+                error = message.data
+                code = getattr(error, "code", None)
+                if code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+                    raise FrameTooLarge(self._max_frame_bytes)
+                logger.warning("mcpl server {}: socket error: {}", self.name, error)
+                return None
+            if message.type in (
+                aiohttp.WSMsgType.CLOSE,
+                aiohttp.WSMsgType.CLOSING,
+                aiohttp.WSMsgType.CLOSED,
+            ):
+                return None
+            # PING/PONG are answered by aiohttp (autoping); anything else is skipped.
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._ws.close()
+        finally:
+            await self._session.close()
+
+
+def _redact_url(url: str) -> str:
+    """The URL without userinfo or query, which may carry credentials."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<url>"
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+# -- in memory ---------------------------------------------------------------
+
+
+class MemoryTransport:
+    """One end of an in-process pair; for tests and for plugin authors' tests."""
+
+    def __init__(
+        self,
+        inbox: asyncio.Queue[str | None],
+        outbox: asyncio.Queue[str | None],
+    ) -> None:
+        self._inbox = inbox
+        self._outbox = outbox
+        self._closed = False
+
+    async def send(self, text: str) -> None:
+        if self._closed:
+            raise ConnectionResetError("memory transport closed")
+        await self._outbox.put(text)
+
+    async def receive(self) -> str | None:
+        if self._closed:
+            return None
+        item = await self._inbox.get()
+        if item is None:
+            self._closed = True
+        return item
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            # Tell the other end, and wake our own reader if it is waiting.
+            await self._outbox.put(None)
+            await self._inbox.put(None)
+
+
+def memory_pair() -> tuple[MemoryTransport, MemoryTransport]:
+    """Two connected transports: what one sends, the other receives."""
+    a_to_b: asyncio.Queue[str | None] = asyncio.Queue()
+    b_to_a: asyncio.Queue[str | None] = asyncio.Queue()
+    return MemoryTransport(b_to_a, a_to_b), MemoryTransport(a_to_b, b_to_a)
+
+
+# -- reconnecting ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectPolicy:
+    """Open a new session after a lost one, waiting longer each time.
+
+    The n-th attempt (from 0) waits `initial_delay_s * multiplier**n`, capped
+    at `max_delay_s`; `max_attempts` None means keep trying.
+    """
+
+    initial_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    multiplier: float = 2.0
+    max_attempts: int | None = None
+
+    def delays(self) -> Iterator[float]:
+        attempt = 0
+        while self.max_attempts is None or attempt < self.max_attempts:
+            yield min(self.max_delay_s, self.initial_delay_s * self.multiplier**attempt)
+            attempt += 1
+
+
+def stdio_factory(
+    name: str,
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+) -> TransportFactory:
+    """A factory that spawns a fresh child per session."""
+
+    async def open_transport() -> Transport:
+        return await StdioTransport.spawn(
+            command,
+            name=name,
+            env=env,
+            cwd=cwd,
+            max_frame_bytes=max_frame_bytes,
+            kill_grace_s=kill_grace_s,
+        )
+
+    return open_transport
+
+
+def websocket_factory(
+    name: str,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    heartbeat_s: float | None = DEFAULT_HEARTBEAT_S,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+) -> TransportFactory:
+    """A factory that opens a fresh socket per session."""
+
+    async def open_transport() -> Transport:
+        return await WebSocketTransport.connect(
+            url,
+            name=name,
+            headers=headers,
+            heartbeat_s=heartbeat_s,
+            max_frame_bytes=max_frame_bytes,
+            connect_timeout_s=connect_timeout_s,
+        )
+
+    return open_transport
+
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_S",
+    "DEFAULT_KILL_GRACE_S",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "MemoryTransport",
+    "ReconnectPolicy",
+    "StdioTransport",
+    "TransportFactory",
+    "WebSocketTransport",
+    "memory_pair",
+    "stdio_factory",
+    "websocket_factory",
+]

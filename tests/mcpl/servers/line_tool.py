@@ -1,0 +1,68 @@
+"""A line-level probe for the stdio transport tests (stdlib only).
+
+argv[1] picks what it does:
+
+- ``env``: print one JSON line with $PROBE_VAR, whether PATH is set, and the cwd;
+  write "hello from stderr" to stderr; then echo every stdin line to stdout
+- ``big SIZE``: print a line of SIZE bytes, then ``{"after":"big"}``, then echo
+- ``tail``: print ``{"no":"newline"}`` with no newline and exit
+- ``latin1``: print a line that is not UTF-8, then ``{"ok":1}``, then exit
+- ``stubborn``: ignore SIGTERM, print ``ready``, then sleep until killed
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+out = sys.stdout.buffer
+
+
+def echo() -> None:
+    for line in sys.stdin.buffer:
+        out.write(line)
+        out.flush()
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    if mode == "env":
+        info = {
+            "probe": os.environ.get("PROBE_VAR"),
+            "path": bool(os.environ.get("PATH")),
+            "cwd": os.getcwd(),
+        }
+        out.write(json.dumps(info).encode() + b"\n")
+        out.flush()
+        sys.stderr.write("hello from stderr\n")
+        sys.stderr.flush()
+        echo()
+    elif mode == "big":
+        size = int(sys.argv[2])
+        chunk = b"x" * 65536
+        remaining = size
+        while remaining > 0:
+            out.write(chunk[: min(remaining, len(chunk))])
+            remaining -= len(chunk)
+        out.write(b'\n{"after":"big"}\n')
+        out.flush()
+        echo()
+    elif mode == "tail":
+        out.write(b'{"no":"newline"}')
+        out.flush()
+    elif mode == "latin1":
+        out.write(b'{"name":"\xe9t\xe9"}\n{"ok":1}\n')
+        out.flush()
+    elif mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        out.write(b"ready\n")
+        out.flush()
+        while True:
+            time.sleep(60)
+
+
+if __name__ == "__main__":
+    main()

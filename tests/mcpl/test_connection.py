@@ -1,0 +1,460 @@
+"""ServerConnection against a real MCPL server subprocess over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcore.mcpl.connection import (
+    HOST_MCPL_CAPABILITIES,
+    McplStartError,
+    ServerConnection,
+)
+from agentcore.mcpl.jsonrpc import ConnectionClosed
+from agentcore.mcpl.protocol import (
+    CAPABILITY_DENIED,
+    FEATURE_SET_NOT_ENABLED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    UNKNOWN_FEATURE_SET,
+    McplError,
+    McplRequest,
+)
+from agentcore.mcpl.transports import ReconnectPolicy, stdio_factory
+
+TIMEOUT = 10.0
+
+MANIFEST: dict[str, Any] = {
+    "version": "0.5",
+    "inferenceRequest": {"streaming": True},
+    "modelInfo": True,
+    "pushEvents": True,
+    "contextHooks": {"beforeInference": True},
+    "featureSets": {
+        "memory.consolidation": {"description": "summarize", "uses": ["inferenceRequest"]},
+        "memory.streamed": {
+            "description": "summarize, streamed",
+            "uses": ["inferenceRequest", "inferenceRequest.streaming"],
+        },
+        "memory.model": {"description": "reads model info", "uses": ["modelInfo"]},
+        "memory.extraction": {"description": "lifecycle", "uses": ["inferenceLifecycle"]},
+        "memory.off": {"description": "configured off", "uses": ["inferenceRequest"]},
+        "memory.retrieval": {
+            "description": "injects",
+            "uses": ["contextHooks.beforeInference.inject.beforeUser"],
+        },
+        "broken": {"description": "no uses"},
+    },
+}
+GRANT = [
+    "inferenceRequest",
+    "inferenceRequest.streaming",
+    "modelInfo",
+    "tools",
+    "channels.publish",
+    "contextHooks.beforeInference.inject.*",
+]
+INFER = {"featureSet": "memory.consolidation", "messages": [{"role": "user", "content": "hi"}]}
+RESULT = {
+    "content": "ok",
+    "model": "echo:test",
+    "finishReason": "end_turn",
+    "usage": {"inputTokens": 1, "outputTokens": 1},
+}
+
+
+class Host:
+    """The host side's handler: records what reached it and answers inference/request."""
+
+    def __init__(self) -> None:
+        self.seen: list[McplRequest] = []
+        self.entered = asyncio.Event()
+        self.block = False
+
+    async def __call__(self, request: McplRequest) -> Any:
+        self.seen.append(request)
+        self.entered.set()
+        if self.block:
+            await asyncio.Event().wait()
+        if request.method == "inference/request":
+            return RESULT
+        return None  # model/info and the rest: no plugin answers
+
+
+Connect = Callable[..., Any]
+
+
+@pytest.fixture
+async def connect(scripted_server: Any) -> AsyncIterator[Connect]:
+    """Start a ServerConnection to a scripted server; closes each at teardown."""
+    opened: list[ServerConnection] = []
+
+    async def start(
+        *,
+        grant: list[str] = GRANT,
+        disabled: tuple[str, ...] = ("memory.off",),
+        host: Host | None = None,
+        max_frame_bytes: int = 4 * 1024 * 1024,
+        reconnect: ReconnectPolicy | None = None,
+        **config: Any,
+    ) -> ServerConnection:
+        config.setdefault("manifest", MANIFEST)
+        config.setdefault("tools", True)
+        command, env = scripted_server(**config)
+        conn = ServerConnection(
+            "scripted",
+            stdio_factory(
+                "scripted", command, env=env, max_frame_bytes=max_frame_bytes, kill_grace_s=5.0
+            ),
+            grant=grant,
+            disabled_feature_sets=disabled,
+            handler=host or Host(),
+            reconnect=reconnect,
+            request_timeout_s=TIMEOUT,
+        )
+        opened.append(conn)
+        await asyncio.wait_for(conn.start(), TIMEOUT)
+        return conn
+
+    yield start
+    for conn in opened:
+        await conn.close()
+
+
+async def call(conn: ServerConnection, method: str, params: Any = None) -> Any:
+    """Have the server send `method` to the host; returns the host's whole response."""
+    return await conn.request("test/call", {"method": method, "params": params}, timeout=TIMEOUT)
+
+
+async def observed(conn: ServerConnection) -> Any:
+    return await conn.request("test/observed", {}, timeout=TIMEOUT)
+
+
+# -- the handshake -----------------------------------------------------------
+
+
+async def test_handshake_and_feature_sets_update_params(
+    connect: Connect, log_messages: list[str]
+) -> None:
+    conn = await connect()
+    seen = await observed(conn)
+    init = seen["initialize"]
+    assert init["capabilities"] == {"experimental": {"mcpl": HOST_MCPL_CAPABILITIES}}
+    assert init["capabilities"]["experimental"]["mcpl"] == {
+        "version": "0.5",
+        "inferenceRequest": {"streaming": True},
+        "modelInfo": True,
+        "featureSets": True,
+    }
+    assert init["clientInfo"]["name"] == "agentcore"
+    assert isinstance(init["protocolVersion"], str)
+    assert seen["initialized"] is True
+    inject = "contextHooks.beforeInference.inject"
+    assert seen["featureSetsUpdate"] == {
+        # configured ∩ advertised: channels.publish was configured, never advertised
+        "effectiveCapabilities": [
+            f"{inject}.afterUser",
+            f"{inject}.beforeUser",
+            f"{inject}.system",
+            "inferenceRequest",
+            "inferenceRequest.streaming",
+            "modelInfo",
+            "tools",
+        ],
+        "deniedCapabilities": [
+            "contextHooks",
+            "contextHooks.beforeInference",
+            f"{inject}",
+            "contextHooks.beforeInference.observe",
+            "pushEvents",
+        ],
+        "enabled": ["memory.consolidation", "memory.model", "memory.retrieval", "memory.streamed"],
+        "disabled": ["broken", "memory.extraction", "memory.off"],
+    }
+    assert conn.ready
+    assert conn.grant == frozenset(seen["featureSetsUpdate"]["effectiveCapabilities"])
+    assert conn.feature_sets["broken"].reason == "invalid_uses"
+    assert conn.feature_sets["memory.extraction"].reason == "missing_capabilities"
+    assert conn.feature_sets["memory.off"].reason == "disabled"
+    assert any("policy accepted" in m for m in log_messages)
+
+
+async def test_a_plain_mcp_server_never_gets_mcpl(connect: Connect) -> None:
+    conn = await connect(manifest=None)
+    assert conn.state == "absent"
+    assert (await observed(conn))["featureSetsUpdate"] is None
+    answer = await call(conn, "inference/request", INFER)
+    assert answer["error"]["code"] == CAPABILITY_DENIED
+    assert answer["error"]["data"] == {"capability": "inferenceRequest", "reason": "mcpl_absent"}
+
+
+async def test_a_refused_policy_leaves_mcpl_disabled(connect: Connect) -> None:
+    receipt = {"accepted": False, "fallback": "mcp-only", "missingCapabilities": ["x"]}
+    conn = await connect(receipt=receipt)
+    assert conn.state == "refused"
+    answer = await call(conn, "inference/request", INFER)
+    assert answer["error"]["data"]["reason"] == "policy_refused"
+    assert "inferenceRequest" in conn.grant  # testimony never changes the grant
+
+
+async def test_a_refusal_asking_to_close_fails_start(connect: Connect) -> None:
+    with pytest.raises(McplStartError, match="asked to close"):
+        await connect(receipt={"accepted": False, "fallback": "close", "reason": "no"})
+
+
+async def test_a_server_that_cannot_handshake_fails_start(tmp_path: Path) -> None:
+    import sys
+
+    tool = Path(__file__).parent / "servers" / "line_tool.py"
+    conn = ServerConnection(
+        "mute",
+        stdio_factory("mute", [sys.executable, str(tool), "tail"], kill_grace_s=0.5),
+        grant=GRANT,
+        handler=Host(),
+        request_timeout_s=TIMEOUT,
+    )
+    with pytest.raises(McplStartError):
+        await asyncio.wait_for(conn.start(), TIMEOUT)
+    assert conn.closed.is_set()
+
+
+# -- checks before the handler, in order -------------------------------------
+
+
+async def test_each_refusal_code_in_order(connect: Connect) -> None:
+    host = Host()
+    conn = await connect(grant=["inferenceRequest", "modelInfo"], host=host)
+
+    async def error_of(method: str, params: Any) -> dict[str, Any]:
+        answer = await call(conn, method, params)
+        assert "result" not in answer, answer
+        return dict(answer["error"])
+
+    # 1. capability: not in the grant, with data.capability
+    error = await error_of("push/event", {"featureSet": "memory.consolidation"})
+    assert (error["code"], error["data"]) == (CAPABILITY_DENIED, {"capability": "pushEvents"})
+    error = await error_of("inference/request", {**INFER, "stream": True})
+    assert (error["code"], error["data"]) == (
+        CAPABILITY_DENIED,
+        {"capability": "inferenceRequest.streaming"},
+    )
+    # ...checked before the feature set: an unknown set with a denied capability is -32002
+    error = await error_of("inference/request", {**INFER, "stream": True, "featureSet": "nope"})
+    assert error["code"] == CAPABILITY_DENIED
+    # 2. the feature set is declared
+    error = await error_of("inference/request", {**INFER, "featureSet": "nope"})
+    assert (error["code"], error["data"]) == (UNKNOWN_FEATURE_SET, {"featureSet": "nope"})
+    # 3. and enabled: off by configuration, by a missing capability, or invalid
+    for name, reason in [
+        ("memory.off", "disabled"),
+        ("memory.streamed", "missing_capabilities"),
+        ("broken", "invalid_uses"),
+    ]:
+        error = await error_of("inference/request", {**INFER, "featureSet": name})
+        assert (error["code"], error["data"]) == (
+            FEATURE_SET_NOT_ENABLED,
+            {"featureSet": name, "reason": reason},
+        )
+    # 4. and its `uses` declares what the request exercises (§6.4 declaration mismatch)
+    error = await error_of("inference/request", {**INFER, "featureSet": "memory.model"})
+    assert error["code"] == FEATURE_SET_NOT_ENABLED
+    assert error["data"]["reason"] == "declaration_mismatch"
+    # bad params
+    error = await error_of("inference/request", {"messages": []})
+    assert error["code"] == INVALID_PARAMS
+    error = await error_of("inference/request", {**INFER, "stream": "yes"})
+    assert error["code"] == INVALID_PARAMS
+    error = await error_of("inference/request", [1, 2])
+    assert error["code"] == INVALID_PARAMS
+    # None of those reached the handler.
+    assert host.seen == []
+
+    answer = await call(conn, "inference/request", INFER)
+    assert answer["result"] == RESULT
+    assert [r.method for r in host.seen] == ["inference/request"]
+    assert host.seen[0].server is conn
+    assert host.seen[0].params == INFER
+
+
+async def test_streaming_passes_when_granted_and_declared(connect: Connect) -> None:
+    conn = await connect()
+    answer = await call(conn, "inference/request", {**INFER, "stream": True})
+    # memory.consolidation declares only inferenceRequest, so streaming is a mismatch...
+    assert answer["error"]["data"]["reason"] == "declaration_mismatch"
+    assert answer["error"]["data"]["capability"] == "inferenceRequest.streaming"
+    # ...and a set that declares it streams.
+    params = {**INFER, "stream": True, "featureSet": "memory.streamed"}
+    assert (await call(conn, "inference/request", params))["result"] == RESULT
+
+
+async def test_model_info_unanswered_by_plugins_gets_an_error_not_silence(
+    connect: Connect,
+) -> None:
+    conn = await connect()
+    answer = await call(conn, "model/info", {})
+    assert answer["error"]["code"] == METHOD_NOT_FOUND
+    denied = await connect(grant=["inferenceRequest"])
+    answer = await call(denied, "model/info", {})
+    assert answer["error"]["code"] == CAPABILITY_DENIED
+    assert answer["error"]["data"] == {"capability": "modelInfo"}
+
+
+async def test_ping_is_answered_by_the_connection(connect: Connect) -> None:
+    conn = await connect()
+    assert (await call(conn, "ping", None))["result"] == {}
+
+
+async def test_requests_before_the_receipt_are_refused(connect: Connect) -> None:
+    host = Host()
+    early = [["inference/request", INFER], ["model/info", {}]]
+    conn = await connect(early=early, host=host)
+    answers = (await observed(conn))["answers"]
+    for request_id, capability in [("1001", "inferenceRequest"), ("1002", "modelInfo")]:
+        error = answers[request_id]["error"]
+        assert error["code"] == CAPABILITY_DENIED
+        assert error["data"] == {"capability": capability, "reason": "policy_pending"}
+    assert host.seen == []
+    # The same request after the receipt passes.
+    assert (await call(conn, "inference/request", INFER))["result"] == RESULT
+
+
+async def test_a_request_right_behind_the_receipt_is_accepted(connect: Connect) -> None:
+    # Receipt and request arrive in one write: the receipt must take effect first.
+    conn = await connect(after_receipt=[["inference/request", INFER]])
+    [answer] = await conn.request("test/wait", {"ids": [1001]}, timeout=TIMEOUT)
+    assert answer["result"] == RESULT
+
+
+async def test_inference_from_inside_a_context_hook_is_refused(connect: Connect) -> None:
+    host = Host()
+    conn = await connect(
+        host=host,
+        hook_calls=[["inference/request", INFER]],
+        after_hook=[["inference/request", INFER]],
+    )
+    hook = await conn.request(
+        "context/beforeInference",
+        {"inferenceId": "inf_1", "conversationId": "c", "turnIndex": 0, "userMessage": None},
+        timeout=TIMEOUT,
+    )
+    assert hook["featureSet"] == "memory.retrieval"
+    inside, after = await conn.request("test/wait", {"ids": [1001, 1002]}, timeout=TIMEOUT)
+    assert inside["error"]["code"] == INTERNAL_ERROR
+    assert inside["error"]["data"] == {"reason": "context_hook"}
+    # Sent right behind the hook's answer, so outside the hook: accepted.
+    assert after["result"] == RESULT
+    assert len(host.seen) == 1
+
+
+async def test_the_host_does_not_send_what_the_grant_does_not_allow(connect: Connect) -> None:
+    conn = await connect(grant=["inferenceRequest"])
+    with pytest.raises(McplError) as caught:
+        await conn.request("context/beforeInference", {"inferenceId": "i"})
+    assert caught.value.code == CAPABILITY_DENIED
+    with pytest.raises(McplError):
+        await conn.notify("inference/chunk", {"requestId": 1, "index": 0, "delta": "x"})
+    with pytest.raises(McplError):
+        await conn.notify("inference/lifecycle", {"inferenceId": "i", "phase": "started"})
+
+
+# -- bad input over a real pipe ----------------------------------------------
+
+
+async def test_bad_frames_are_answered_and_the_connection_survives(
+    connect: Connect, log_messages: list[str]
+) -> None:
+    conn = await connect()
+    frames = [
+        "this is not json",
+        "[]",
+        '{"jsonrpc":"2.0","id":5,"method":7}',
+        '{"jsonrpc":"2.0","id":6,"method":"no/such/method"}',
+        '{"jsonrpc":"2.0","id":424242,"result":{}}',
+    ]
+    answers = await conn.request("test/raw", {"frames": frames, "await_count": 4}, timeout=TIMEOUT)
+    by_id = {json.dumps(a["id"]): a["error"]["code"] for a in answers if a["id"] is not None}
+    nulls = sorted(a["error"]["code"] for a in answers if a["id"] is None)
+    assert nulls == [PARSE_ERROR, INVALID_REQUEST]
+    assert by_id == {"5": INVALID_REQUEST, "6": METHOD_NOT_FOUND}
+    assert any("unknown id 424242" in m for m in log_messages)
+    assert (await call(conn, "inference/request", INFER))["result"] == RESULT
+
+
+async def test_an_oversized_frame_is_refused_and_the_connection_survives(
+    connect: Connect,
+) -> None:
+    conn = await connect(max_frame_bytes=64 * 1024)
+    big = {
+        "repeat": "x",
+        "count": 1_000_000,
+        "prefix": '{"jsonrpc":"2.0","id":77,"method":"model/info","params":{"pad":"',
+        "suffix": '"}}',
+    }
+    frames = [big, '{"jsonrpc":"2.0","id":78,"method":"ping"}']
+    refused, after = await conn.request(
+        "test/raw", {"frames": frames, "await_count": 2}, timeout=TIMEOUT
+    )
+    assert refused["id"] is None
+    assert refused["error"]["code"] == PARSE_ERROR
+    assert refused["error"]["data"] == {"maxFrameBytes": 64 * 1024}
+    assert after == {"jsonrpc": "2.0", "id": 78, "result": {}}
+    assert (await call(conn, "inference/request", INFER))["result"] == RESULT
+
+
+# -- shutdown and lost sessions ----------------------------------------------
+
+
+async def test_close_answers_inflight_requests_exactly_once(
+    connect: Connect, tmp_path: Path
+) -> None:
+    log = tmp_path / "server-read.jsonl"
+    host = Host()
+    host.block = True
+    conn = await connect(host=host, log=str(log))
+    frames = [
+        json.dumps({"jsonrpc": "2.0", "id": 501, "method": "inference/request", "params": INFER}),
+        json.dumps({"jsonrpc": "2.0", "id": 502, "method": "model/info", "params": {}}),
+    ]
+    await conn.request("test/raw", {"frames": frames, "await_count": 0}, timeout=TIMEOUT)
+    async with asyncio.timeout(TIMEOUT):
+        while len(host.seen) < 2:
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(conn.close(), TIMEOUT)
+    assert conn.closed.is_set()
+    with pytest.raises(ConnectionClosed):
+        await conn.notify("anything", {})
+
+    read = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    answers = [m for m in read if m.get("id") in (501, 502)]
+    assert sorted(m["id"] for m in answers) == [501, 502]
+    for answer in answers:
+        assert answer["error"] == {"code": INTERNAL_ERROR, "message": "the host is shutting down"}
+
+
+async def test_a_lost_session_closes_the_connection_without_reconnect(connect: Connect) -> None:
+    conn = await connect()
+    with pytest.raises(ConnectionClosed):
+        await conn.request("test/exit", {}, timeout=TIMEOUT)
+    await asyncio.wait_for(conn.closed.wait(), TIMEOUT)
+
+
+async def test_reconnect_starts_a_new_session_with_a_new_handshake(connect: Connect) -> None:
+    conn = await connect(reconnect=ReconnectPolicy(initial_delay_s=0.01, max_attempts=3))
+    with pytest.raises(ConnectionClosed):
+        await conn.request("test/exit", {}, timeout=TIMEOUT)
+    async with asyncio.timeout(TIMEOUT):
+        while not (conn.sessions == 2 and conn.ready):
+            await asyncio.sleep(0.01)
+    seen = await observed(conn)  # the new process saw a handshake of its own
+    assert seen["initialize"] is not None
+    assert seen["featureSetsUpdate"]["enabled"]
+    assert (await call(conn, "inference/request", INFER))["result"] == RESULT
+    assert not conn.closed.is_set()

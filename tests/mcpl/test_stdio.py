@@ -1,0 +1,114 @@
+"""The stdio subprocess transport, on real child processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge
+from agentcore.mcpl.transports import StdioTransport
+
+TOOL = [sys.executable, str(Path(__file__).parent / "servers" / "line_tool.py")]
+TIMEOUT = 10.0
+
+
+async def spawn(*args: str, **kwargs: object) -> StdioTransport:
+    kwargs.setdefault("kill_grace_s", 0.5)
+    return await StdioTransport.spawn([*TOOL, *args], name="probe", **kwargs)  # type: ignore[arg-type]
+
+
+async def test_env_is_merged_cwd_is_used_and_stderr_is_logged(
+    tmp_path: Path, log_messages: list[str]
+) -> None:
+    transport = await spawn("env", env={"PROBE_VAR": "merged"}, cwd=tmp_path)
+    try:
+        info = json.loads(await asyncio.wait_for(transport.receive(), TIMEOUT) or "")
+        assert info == {"probe": "merged", "path": True, "cwd": str(tmp_path)}
+        await transport.send('{"echo":1}')
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) == '{"echo":1}'
+    finally:
+        await transport.close()
+    assert "mcpl server probe stderr: hello from stderr" in log_messages
+
+
+async def test_send_refuses_a_frame_with_a_newline() -> None:
+    transport = await spawn("env")
+    try:
+        with pytest.raises(ValueError):
+            await transport.send('{"a":\n1}')
+    finally:
+        await transport.close()
+
+
+@pytest.mark.parametrize(("limit", "size"), [(1024, 5000), (64 * 1024, 8 * 1024 * 1024)])
+async def test_an_oversized_line_is_refused_and_reading_goes_on(limit: int, size: int) -> None:
+    transport = await spawn("big", str(size), max_frame_bytes=limit)
+    try:
+        with pytest.raises(FrameTooLarge) as caught:
+            await asyncio.wait_for(transport.receive(), TIMEOUT)
+        assert caught.value.limit == limit
+        # The rest of the big line was discarded; the next frame is intact.
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) == '{"after":"big"}'
+        await transport.send('{"still":"alive"}')
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) == '{"still":"alive"}'
+    finally:
+        await transport.close()
+
+
+async def test_a_line_at_the_limit_is_accepted() -> None:
+    transport = await spawn("big", "1000", max_frame_bytes=1000)
+    try:
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "x" * 1000
+    finally:
+        await transport.close()
+
+
+async def test_last_line_without_newline_then_eof() -> None:
+    transport = await spawn("tail")
+    try:
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) == '{"no":"newline"}'
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) is None
+    finally:
+        await transport.close()
+
+
+async def test_a_line_that_is_not_utf8_is_a_frame_error() -> None:
+    transport = await spawn("latin1")
+    try:
+        with pytest.raises(FrameError):
+            await asyncio.wait_for(transport.receive(), TIMEOUT)
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) == '{"ok":1}'
+    finally:
+        await transport.close()
+
+
+async def test_close_sends_sigterm_then_sigkill_after_the_grace_period(
+    log_messages: list[str],
+) -> None:
+    transport = await spawn("stubborn", kill_grace_s=0.2)
+    # It prints "ready" only after it has started ignoring SIGTERM.
+    assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "ready"
+    await asyncio.wait_for(transport.close(), TIMEOUT)
+    assert transport.returncode == -signal.SIGKILL
+    assert any("after SIGTERM; sending SIGKILL" in m for m in log_messages)
+
+
+async def test_close_stops_a_cooperative_child_without_sigkill() -> None:
+    transport = await spawn("env", kill_grace_s=TIMEOUT)
+    await asyncio.wait_for(transport.receive(), TIMEOUT)
+    await asyncio.wait_for(transport.close(), TIMEOUT)
+    # Ended by stdin EOF or by SIGTERM, never by SIGKILL.
+    assert transport.returncode in (0, -signal.SIGTERM)
+    with pytest.raises(ConnectionError):
+        await transport.send("{}")
+    await transport.close()  # idempotent
+
+
+async def test_an_empty_command_is_refused() -> None:
+    with pytest.raises(ValueError):
+        await StdioTransport.spawn([], name="empty")

@@ -19,7 +19,25 @@ def _echo(name: str, config: ProviderSettings, inference: InferenceSettings) -> 
     return EchoProvider(name, config)
 
 
-_FACTORIES: dict[str, ProviderFactory] = {"echo": _echo}
+def _anthropic(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider(name, config, inference)
+
+
+def _openai(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.openai import OpenAIProvider
+
+    return OpenAIProvider(name, config, inference, config.kind)
+
+
+_FACTORIES: dict[str, ProviderFactory] = {
+    "echo": _echo,
+    "anthropic": _anthropic,
+    "openai": _openai,
+    "openrouter": _openai,
+    "openai-compatible": _openai,
+}
 
 
 def register_kind(kind: str, factory: ProviderFactory) -> None:

@@ -1,1 +1,110 @@
-"""Test helpers shipped with agentcore: a scripted loopback provider server and pytest fixtures."""
+"""Test helpers shipped with agentcore: a scripted loopback provider server and pytest fixtures.
+
+Plugin authors test against the same thing agentcore's own tests do. The API
+below is stable; it only grows.
+
+The server
+----------
+`LoopbackServer` is an aiohttp server on 127.0.0.1 (port 0: any free port) that
+speaks the Anthropic Messages API (``POST /v1/messages``) and OpenAI chat
+completions (``POST /v1/chat/completions``), streamed (SSE) or whole, and plays
+one scripted `Scenario` per call::
+
+    async with LoopbackServer() as server:          # on the current event loop
+        server.script(Scenario.text("Hello there"), Scenario.rate_limit(retry_after=2))
+        ...
+
+    with LoopbackServer() as server:                # on a thread of its own
+        ...
+
+Scenarios are queued in order, one per call, in a shared queue or per provider:
+``server.script(s, provider="NAME")`` feeds only calls under ``/p/NAME/``, which is
+where ``server.base_url(wire, "NAME")`` points. A call with nothing queued plays
+``server.default`` (e.g. ``LoopbackServer(default=Scenario.echo())``), or gets an
+HTTP 400 saying nothing was scripted.
+
+Every scenario plays on both wires, streamed or whole as the request asks:
+
+- ``Scenario.text("Hi there")``: a normal end (``end_turn``; openai ``stop``)
+- ``Scenario.max_tokens()``: ``max_tokens`` (openai ``length``)
+- ``Scenario.stop_sequence(sequence="END")``: ``stop_sequence`` (openai: vLLM's ``stop_reason``)
+- ``Scenario.refusal()``: ``refusal`` (openai ``content_filter``)
+- ``Scenario.pause_turn()``: ``pause_turn`` (anthropic only)
+- ``Scenario.tool_use("get_weather", {"city": "Oslo"})``: a tool call;
+  ``cut=True`` cuts its input off at max tokens
+- ``Scenario.thinking("hmm", "answer")``: thinking (openai ``delta.reasoning``) before text
+- ``Scenario.stream_error(error_type="overloaded_error")``: anthropic ``event: error``;
+  openai an error frame inside the 200 stream
+- ``Scenario.finish_error()``: a bare ``finish_reason: "error"`` (openai only)
+- ``Scenario.error_body(message, code=502)``: a 200 whose whole body is an error object
+- ``Scenario.cut("Partial ")``: the connection closes with no terminal event
+  (``clean=True``: the body just ends)
+- ``Scenario.stall(keepalive_s=0.05)``: a ping, then nothing until the client leaves
+- ``Scenario.http_error(503, body=..., headers=...)``: any status, body and headers
+- ``Scenario.rate_limit(retry_after=2)``: 429, the wait stated as ``retry_after=`` (header,
+  seconds), ``retry_after_ms=``, ``retry_after_date=`` (HTTP date), ``body_retry_after=``,
+  ``body_retry_after_ms=`` or ``retry_delay="30s"`` (Google's ``retryDelay``)
+- ``Scenario.overloaded()``, ``server_error()``: 529, 500
+- ``Scenario.bad_request()``, ``unauthorized()``: 400, 401
+- ``Scenario.quota()``: a 429 that is a quota failure (``insufficient_quota``, not retryable)
+- ``Scenario.context_length()``: a 400 for a prompt over the context window
+- ``Scenario.long(50_000)``: N text chunks, rendered once (benchmarks)
+- ``Scenario.echo()``: the last user message back
+
+Options on any scenario (keyword arguments, or ``scenario.replace(...)``):
+``model`` (the served model to report), ``input_tokens`` / ``output_tokens``,
+``chunks`` (the exact text deltas), ``delay_s`` (before the response),
+``chunk_delay_s`` (between chunks), ``timestamps=True`` (each text chunk carries
+``"agentcore_emitted_at": time.time()`` and `Call.emitted_at` records it),
+``headers`` (extra response headers), ``raw_stop`` (a stop token sent verbatim).
+
+What the server saw: ``server.calls`` (a list of `Call`: wire, provider, path,
+headers as received with keys, parsed JSON body, scenario, `emitted_at`,
+`disconnected`); `Call`'s repr redacts credentials. ``server.open_connections``
+and ``server.in_flight`` count what is open now; ``await server.wait_idle()``
+(or ``wait_idle_sync()``) waits until nothing is, and raises AssertionError
+saying what is left: the leak check after a test.
+
+Settings: ``server.write_settings(path, providers={"main": "anthropic"},
+inference={"progress_timeout_s": 0.2}, sections={"retry": {...}})`` writes a TOML
+file whose providers point at the server and read their key from
+`API_KEY_ENV` (set it to `API_KEY`; the fixture does).
+
+Fixtures (registered through the ``pytest11`` entry point)
+----------------------------------------------------------
+``loopback_provider``: a running `LoopbackServer` (on its own thread, so it works
+in sync and async tests alike), stopped after the test. ``loopback_settings``: a
+function writing a settings file into ``tmp_path`` (same arguments as
+`LoopbackServer.settings_toml`) with `API_KEY_ENV` set for the test::
+
+    async def test_rate_limited(loopback_provider, loopback_settings):
+        loopback_provider.script(Scenario.rate_limit(retry_after=0), Scenario.text("ok"))
+        async with Kernel.load(loopback_settings(), discover_plugins=False) as kernel:
+            with pytest.raises(InferenceError) as info:
+                await kernel.complete(Request("anthropic:claude-x", [Message.user("hi")]))
+        assert info.value.kind == "rate_limit"
+        await loopback_provider.wait_idle()
+"""
+
+from agentcore.testing.scenarios import WIRES, Scenario, Unplayable, Wire
+from agentcore.testing.server import (
+    API_KEY,
+    API_KEY_ENV,
+    DEFAULT_PROVIDERS,
+    Call,
+    LoopbackServer,
+    to_toml,
+)
+
+__all__ = [
+    "API_KEY",
+    "API_KEY_ENV",
+    "DEFAULT_PROVIDERS",
+    "WIRES",
+    "Call",
+    "LoopbackServer",
+    "Scenario",
+    "Unplayable",
+    "Wire",
+    "to_toml",
+]

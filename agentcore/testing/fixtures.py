@@ -1,4 +1,49 @@
 """pytest fixtures for agentcore, registered through the ``pytest11`` entry point.
 
-The loopback provider fixtures land with the providers work (issue 3).
+Only pytest is imported at load time: this module is loaded into every pytest run
+of any environment that has agentcore installed, so it must cost nothing and
+need nothing (no pytest-asyncio: the server runs on its own thread, so these are
+plain fixtures that sync and async tests can both use).
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from agentcore.testing.server import LoopbackServer
+
+
+@pytest.fixture
+def loopback_provider() -> Iterator[LoopbackServer]:
+    """A running scripted provider server on 127.0.0.1 (see `agentcore.testing`)."""
+    from agentcore.testing.server import LoopbackServer
+
+    server = LoopbackServer().start_in_thread()
+    try:
+        yield server
+    finally:
+        server.stop_in_thread()
+
+
+@pytest.fixture
+def loopback_settings(
+    loopback_provider: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Path]:
+    """A function writing a settings file pointed at `loopback_provider`; returns its path.
+
+    Takes `LoopbackServer.settings_toml`'s arguments, plus ``name`` for the file name.
+    The fake key is put in the environment for the test's duration.
+    """
+    from agentcore.testing.server import API_KEY, API_KEY_ENV
+
+    monkeypatch.setenv(API_KEY_ENV, API_KEY)
+
+    def write(*args: Any, name: str = "agentcore.toml", **kwargs: Any) -> Path:
+        return loopback_provider.write_settings(tmp_path / name, *args, **kwargs)
+
+    return write

@@ -516,8 +516,11 @@ async def _hostile_scenario(frames: list[tuple[str, Any]]) -> None:
         answers.append(await receive(raw))
     assert answers.pop() == {"jsonrpc": "2.0", "id": "final-check", "result": None}
     await peer.close()
-    while (text := await asyncio.wait_for(raw.receive(), TIMEOUT)) is not None:
-        answers.append(json.loads(text))
+    while True:
+        rest = await asyncio.wait_for(raw.receive(), TIMEOUT)
+        if rest is None:
+            break
+        answers.append(json.loads(rest))
     for answer in answers:
         assert answer["jsonrpc"] == "2.0"
         assert "id" in answer

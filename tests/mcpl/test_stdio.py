@@ -27,7 +27,9 @@ async def test_env_is_merged_cwd_is_used_and_stderr_is_logged(
 ) -> None:
     transport = await spawn("env", env={"PROBE_VAR": "merged"}, cwd=tmp_path)
     try:
-        info = json.loads(await asyncio.wait_for(transport.receive(), TIMEOUT) or "")
+        first = await asyncio.wait_for(transport.receive(), TIMEOUT)
+        assert first is not None
+        info = json.loads(first)
         assert info == {"probe": "merged", "path": True, "cwd": str(tmp_path)}
         await transport.send('{"echo":1}')
         assert await asyncio.wait_for(transport.receive(), TIMEOUT) == '{"echo":1}'

@@ -82,7 +82,9 @@ def frame_text(frame: Any) -> str:
     if isinstance(frame, str):
         return frame
     if "repeat" in frame:
-        return frame.get("prefix", "") + frame["repeat"] * frame["count"] + frame.get("suffix", "")
+        return str(
+            frame.get("prefix", "") + frame["repeat"] * frame["count"] + frame.get("suffix", "")
+        )
     return json.dumps(frame)
 
 

@@ -1,0 +1,234 @@
+"""ServerConnection over a real WebSocket: an aiohttp server on 127.0.0.1, port 0."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from agentcore.mcpl.connection import ServerConnection
+from agentcore.mcpl.protocol import PARSE_ERROR, McplRequest
+from agentcore.mcpl.transports import ReconnectPolicy, WebSocketTransport, websocket_factory
+
+TIMEOUT = 10.0
+MANIFEST = {
+    "version": "0.5",
+    "inferenceRequest": {"streaming": True},
+    "modelInfo": True,
+    "featureSets": {"memory.consolidation": {"description": "d", "uses": ["inferenceRequest"]}},
+}
+INFER = {"featureSet": "memory.consolidation", "messages": [{"role": "user", "content": "hi"}]}
+
+
+class Session:
+    """The server's end of one socket; the test plays the MCPL server through it."""
+
+    def __init__(self, ws: web.WebSocketResponse) -> None:
+        self.ws = ws
+        self.done = asyncio.Event()
+
+    async def receive(self) -> aiohttp.WSMessage:
+        return await asyncio.wait_for(self.ws.receive(), TIMEOUT)
+
+    async def receive_json(self) -> Any:
+        message = await self.receive()
+        assert message.type is aiohttp.WSMsgType.TEXT, message
+        return json.loads(message.data)
+
+    async def send(self, message: Any) -> None:
+        await self.ws.send_str(json.dumps(message))
+
+    async def handshake(self) -> dict[str, Any]:
+        """Answer initialize and featureSets/update; returns the policy params."""
+        init = await self.receive_json()
+        assert init["method"] == "initialize"
+        await self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": init["id"],
+                "result": {
+                    "protocolVersion": init["params"]["protocolVersion"],
+                    "capabilities": {"experimental": {"mcpl": MANIFEST}},
+                    "serverInfo": {"name": "ws-test", "version": "1"},
+                },
+            }
+        )
+        assert (await self.receive_json())["method"] == "notifications/initialized"
+        update = await self.receive_json()
+        assert update["method"] == "featureSets/update"
+        await self.send({"jsonrpc": "2.0", "id": update["id"], "result": {"accepted": True}})
+        return dict(update["params"])
+
+
+class WsServer:
+    def __init__(self, autoping: bool = True) -> None:
+        self.sessions: asyncio.Queue[Session] = asyncio.Queue()
+        self.all: list[Session] = []
+        self.autoping = autoping
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def _handle(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=self.autoping)
+        await ws.prepare(request)
+        session = Session(ws)
+        self.all.append(session)
+        await self.sessions.put(session)
+        await session.done.wait()
+        return ws
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/mcpl", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"ws://{host}:{port}/mcpl"
+
+    async def next_session(self) -> Session:
+        return await asyncio.wait_for(self.sessions.get(), TIMEOUT)
+
+    async def stop(self) -> None:
+        for session in self.all:
+            session.done.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[WsServer]:
+    srv = WsServer()
+    await srv.start()
+    yield srv
+    await srv.stop()
+
+
+async def answer(request: McplRequest) -> Any:
+    return {"content": "ok", "model": "m", "finishReason": "end_turn", "usage": {}}
+
+
+def connection(url: str, **kwargs: Any) -> ServerConnection:
+    factory_args = {k: kwargs.pop(k) for k in ("max_frame_bytes", "heartbeat_s") if k in kwargs}
+    return ServerConnection(
+        "ws",
+        websocket_factory("ws", url, **factory_args),
+        grant=["inferenceRequest", "modelInfo"],
+        handler=answer,
+        request_timeout_s=TIMEOUT,
+        **kwargs,
+    )
+
+
+async def start(conn: ServerConnection, server: WsServer) -> Session:
+    starting = asyncio.create_task(conn.start())
+    session = await server.next_session()
+    await session.handshake()
+    await asyncio.wait_for(starting, TIMEOUT)
+    return session
+
+
+async def test_handshake_and_a_request_over_websocket(server: WsServer) -> None:
+    conn = connection(server.url)
+    starting = asyncio.create_task(conn.start())
+    session = await server.next_session()
+    params = await session.handshake()
+    await asyncio.wait_for(starting, TIMEOUT)
+    assert params == {
+        "effectiveCapabilities": ["inferenceRequest", "modelInfo"],
+        "deniedCapabilities": ["inferenceRequest.streaming"],
+        "enabled": ["memory.consolidation"],
+        "disabled": [],
+    }
+    assert conn.ready
+    await session.send({"jsonrpc": "2.0", "id": 1, "method": "inference/request", "params": INFER})
+    reply = await session.receive_json()
+    assert reply["id"] == 1
+    assert reply["result"]["finishReason"] == "end_turn"
+    # Host→server notifications arrive as one text frame each.
+    await conn.notify("notifications/message", {"level": "info"})
+    assert (await session.receive_json())["method"] == "notifications/message"
+    await conn.close()
+
+
+async def test_a_binary_frame_is_answered_and_the_socket_survives(server: WsServer) -> None:
+    conn = connection(server.url)
+    session = await start(conn, server)
+    await session.ws.send_bytes(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+    refused = await session.receive_json()
+    assert (refused["id"], refused["error"]["code"]) == (None, PARSE_ERROR)
+    await session.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    assert (await session.receive_json()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    await conn.close()
+
+
+async def test_an_oversized_frame_ends_the_session_with_1009(server: WsServer) -> None:
+    conn = connection(server.url, max_frame_bytes=1024)
+    session = await start(conn, server)
+    await session.send({"jsonrpc": "2.0", "method": "x", "params": {"pad": "x" * 4096}})
+    # aiohttp refuses the frame from its header and closes: WebSocket cannot skip a frame.
+    while (message := await session.receive()).type is not aiohttp.WSMsgType.CLOSE:
+        pass
+    assert message.data == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
+    await asyncio.wait_for(conn.closed.wait(), TIMEOUT)
+
+
+async def test_reconnect_runs_a_new_handshake(server: WsServer) -> None:
+    conn = connection(server.url, reconnect=ReconnectPolicy(initial_delay_s=0.01, max_attempts=5))
+    first = await start(conn, server)
+    await first.ws.close()
+    second = await server.next_session()
+    params = await second.handshake()
+    assert params["enabled"] == ["memory.consolidation"]
+    async with asyncio.timeout(TIMEOUT):
+        while not conn.ready:
+            await asyncio.sleep(0.01)
+    assert conn.sessions == 2
+    await second.send({"jsonrpc": "2.0", "id": 9, "method": "inference/request", "params": INFER})
+    assert (await second.receive_json())["id"] == 9
+    assert not conn.closed.is_set()
+    await conn.close()
+    assert conn.closed.is_set()
+
+
+async def test_without_reconnect_a_closed_socket_closes_the_connection(server: WsServer) -> None:
+    conn = connection(server.url)
+    session = await start(conn, server)
+    await session.ws.close()
+    await asyncio.wait_for(conn.closed.wait(), TIMEOUT)
+
+
+async def test_the_client_sends_heartbeat_pings() -> None:
+    srv = WsServer(autoping=False)
+    await srv.start()
+    try:
+        transport = await WebSocketTransport.connect(srv.url, name="hb", heartbeat_s=0.05)
+        session = await srv.next_session()
+        message = await session.receive()
+        assert message.type is aiohttp.WSMsgType.PING
+
+        async def drain() -> None:
+            # Reading lets the server answer the client's close frame.
+            while (await session.receive()).type not in (
+                aiohttp.WSMsgType.CLOSE,
+                aiohttp.WSMsgType.CLOSED,
+            ):
+                pass
+
+        await asyncio.gather(transport.close(), drain())
+    finally:
+        await srv.stop()
+
+
+async def test_connect_failure_is_reported() -> None:
+    from agentcore.mcpl.connection import McplStartError
+
+    conn = connection("ws://127.0.0.1:9/nothing-listens-here")
+    with pytest.raises(McplStartError):
+        await asyncio.wait_for(conn.start(), TIMEOUT)

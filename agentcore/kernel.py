@@ -412,7 +412,8 @@ class Kernel:
             except (asyncio.CancelledError, GeneratorExit):
                 await self.hooks.attempt_end(attempt, cancelled())
                 raise
-            assert terminal is not None  # _attempt always ends with one
+            if terminal is None:  # _attempt ends with one, but a plugin replaced it
+                terminal = Failed(no_terminal(attempt))
             if isinstance(terminal, Complete):
                 await self.hooks.attempt_end(attempt, None)
                 await self._complete_trace(attempt, terminal.response)

@@ -34,6 +34,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from agentcore.log import register_secret
+
 ENV_PREFIX = "AGENTCORE_"
 SETTINGS_ENV = "AGENTCORE_SETTINGS"
 DISABLE_ENV = "AGENTCORE_DISABLE_PLUGINS"
@@ -95,7 +97,10 @@ class ProviderSettings(Section):
         if not self.api_key_env:
             return None
         value = (os.environ if environ is None else environ).get(self.api_key_env)
-        return SecretStr(value) if value else None
+        if not value:
+            return None
+        register_secret(value)  # whoever resolves a key, it never reaches a log or a trace
+        return SecretStr(value)
 
 
 class InferenceSettings(Section):

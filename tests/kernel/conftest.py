@@ -269,16 +269,29 @@ def _no_agentcore_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
+_current: list[Scripted] = []
+
+
+def _scripted_factory(name: str, config: Any, inference: Any) -> Scripted:
+    if not _current:
+        raise RuntimeError("this test uses the scripted provider without the `scripted` fixture")
+    return _current[-1]
+
+
+# Registered for the whole session, so `kind = "scripted"` is always a valid kind.
+register_kind("scripted", _scripted_factory)
+
+
 @pytest.fixture
-def scripted() -> Callable[..., Scripted]:
+def scripted() -> Iterator[Callable[..., Scripted]]:
     """Make the provider that `[providers.fake] kind = "scripted"` resolves to."""
 
     def make(*attempts: Iterable[Any]) -> Scripted:
-        provider = Scripted(*attempts)
-        register_kind("scripted", lambda name, config, inference: provider)
-        return provider
+        _current.append(Scripted(*attempts))
+        return _current[-1]
 
-    return make
+    yield make
+    _current.clear()
 
 
 @pytest.fixture

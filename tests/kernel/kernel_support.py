@@ -95,8 +95,9 @@ class Scripted:
     raised, a `Stall` sleeps. For `complete()`, a step is a `Response` (returned),
     an exception (raised) or a `Stall`, and a stream script's `Complete` gives its
     response. The last attempt's script repeats.
-    `endings` says how each attempt's generator ended: ``finished``,
-    ``GeneratorExit`` (closed early) or ``CancelledError``.
+    `endings` says how each attempt's generator ended: ``finished`` (its script
+    ran out, or it was closed after its terminal), ``GeneratorExit`` (closed
+    before its terminal) or ``CancelledError``.
     """
 
     kind = "scripted"
@@ -115,7 +116,7 @@ class Scripted:
         return script
 
     async def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
-        ending = "finished"
+        ending, done = "finished", False
         try:
             for step in self._script():
                 if isinstance(step, Stall):
@@ -124,9 +125,10 @@ class Scripted:
                 elif isinstance(step, BaseException):
                     raise step
                 else:
+                    done = isinstance(step, TERMINAL_TYPES)
                     yield step
-        except GeneratorExit:
-            ending = "GeneratorExit"
+        except GeneratorExit:  # closed by the consumer: early, or after the terminal
+            ending = "finished" if done else "GeneratorExit"
             raise
         except asyncio.CancelledError:
             ending = "CancelledError"
@@ -152,6 +154,7 @@ class Scripted:
 
 
 FAKE_ENV = {"AGENTCORE_PROVIDERS__FAKE__KIND": "scripted"}
+"""Settings for `[providers.fake] kind = "scripted"`: the test's `Scripted` provider."""
 
 
 def request(model: str = "fake:m1", text: str = "hello there") -> Request:

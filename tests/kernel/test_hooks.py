@@ -562,3 +562,20 @@ async def test_a_start_hook_sees_its_own_validated_settings(make_kernel):
     async with kernel:
         pass
     assert seen == [AcmeSettings(level=3)]
+
+
+async def test_a_terminal_replaced_by_a_non_terminal_still_ends_the_stream(make_kernel, scripted):
+    class Swallow:
+        @hookimpl
+        def on_stream_event(self, event):
+            if isinstance(event, Complete):
+                return Token("swallowed", "text")
+            return None
+
+    scripted(reply("hi"))
+    kernel = make_kernel(plugins={"swallow": Swallow()})
+    async with kernel:
+        events = await collect(kernel.stream(request()))
+    assert text_of(events) == "hiswallowed"
+    assert isinstance(events[-1], Failed)
+    assert events[-1].error.code == "no_terminal"

@@ -1,0 +1,126 @@
+"""agentcore's waiting traces (entry point ``waiting-trace``): a wait is never silent.
+
+Every wait the kernel or a plugin announces (a ``hold`` at admission, a retry
+``backoff``) becomes ``inference:waiting`` traces: one when it starts, one every
+``[waiting_trace] interval_s`` while it lasts, and one when it ends (``ended``
+true). It observes waits and owns none: one ticker task per wait, stopped and
+awaited at `on_wait_end` (so no tick follows the end, and a tick already being
+emitted is never cut off inside another plugin's `on_trace`).
+
+Fields: ``reason`` (``hold`` or ``backoff``), ``provider``, ``model`` (the model
+as sent to the provider, without ``NAME:``), ``attempt``, ``inferenceId``,
+``waitId``, ``remainingMs`` (null when nobody knows), ``waitedMs``, ``ended``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from loguru import logger
+from pydantic import Field
+
+from agentcore import hookimpl
+from agentcore.inference.calls import Wait
+from agentcore.plugins import PluginContext, SettingsSection
+from agentcore.settings import Section
+
+TRACE = "inference:waiting"
+
+
+class WaitingTraceSettings(Section):
+    """``[waiting_trace]``."""
+
+    interval_s: float = Field(default=5.0, gt=0)
+    """How often a trace is emitted while a call waits (besides its start and end)."""
+
+
+def waiting_fields(wait: Wait, *, ended: bool = False, now: float | None = None) -> dict[str, Any]:
+    """The camelCase fields of one ``inference:waiting`` trace."""
+    now = time.monotonic() if now is None else now
+    remaining = wait.remaining_s(now)
+    return {
+        "reason": wait.reason,
+        "provider": wait.provider,
+        "model": wait.model,
+        "attempt": wait.attempt.number,
+        "inferenceId": wait.attempt.inference.id,
+        "waitId": wait.id,
+        "remainingMs": None if remaining is None else round(remaining * 1000),
+        "waitedMs": round(wait.waited_s(now) * 1000),
+        "ended": ended,
+    }
+
+
+class WaitingTrace:
+    """The plugin object; the kernel makes one per kernel."""
+
+    def __init__(self) -> None:
+        self.settings = WaitingTraceSettings()
+        self._context: PluginContext | None = None
+        self._tickers: dict[str, _Ticker] = {}
+
+    @hookimpl
+    def agentcore_settings(self) -> SettingsSection:
+        return SettingsSection("waiting_trace", WaitingTraceSettings)
+
+    @hookimpl
+    def agentcore_start(self, context: PluginContext) -> None:
+        self._context = context
+        if isinstance(context.settings, WaitingTraceSettings):
+            self.settings = context.settings
+
+    @hookimpl
+    async def agentcore_stop(self) -> None:
+        tickers, self._tickers = self._tickers, {}
+        for ticker in tickers.values():
+            await ticker.stop()
+
+    @hookimpl
+    async def on_wait_start(self, wait: Wait) -> None:
+        await self._emit(wait)
+        self._tickers[wait.id] = _Ticker(self._tick, wait)
+
+    @hookimpl
+    async def on_wait_end(self, wait: Wait) -> None:
+        ticker = self._tickers.pop(wait.id, None)
+        if ticker is not None:
+            await ticker.stop()
+        await self._emit(wait, ended=True)
+
+    async def _tick(self, wait: Wait, ended: asyncio.Event) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(ended.wait(), self.settings.interval_s)
+            except TimeoutError:
+                await self._emit(wait)
+            else:
+                return
+
+    async def _emit(self, wait: Wait, *, ended: bool = False) -> None:
+        if self._context is not None:
+            await self._context.emit(TRACE, **waiting_fields(wait, ended=ended))
+
+
+class _Ticker:
+    """One wait's periodic traces, in a task of its own."""
+
+    def __init__(
+        self, tick: Callable[[Wait, asyncio.Event], Coroutine[Any, Any, None]], wait: Wait
+    ) -> None:
+        self._ended = asyncio.Event()
+        self._task: asyncio.Task[None] = asyncio.create_task(
+            tick(wait, self._ended), name=f"{TRACE} {wait.id}"
+        )
+
+    async def stop(self) -> None:
+        self._ended.set()
+        try:
+            await self._task
+        except Exception:  # emit() contains sink failures; this is only belt and braces
+            logger.exception("the {} ticker failed", TRACE)
+
+
+__all__ = ["TRACE", "WaitingTrace", "WaitingTraceSettings", "waiting_fields"]

@@ -26,7 +26,9 @@ this server is pending is refused (-32603, `reason: "context_hook"`):
 §10.7 says hooks must not trigger inference, and the wire carries no link
 between the two, so the open hook window is the only evidence, and the
 check fails closed. A handler result of None is answered -32601: a method
-never goes unanswered (§6.6), `model/info` included.
+never goes unanswered (§6.6), `model/info` included. `ping` is answered by
+the connection itself; methods outside MCPL (no capability of their own) go
+to the handler whatever the state.
 """
 
 from __future__ import annotations
@@ -274,6 +276,8 @@ class ServerConnection:
         A failed first session is not retried (the host reports it); `reconnect`
         applies to sessions lost after that.
         """
+        if self.sessions or self._closing:
+            raise RuntimeError(f"mcpl server {self._name}: start() may be called once")
         try:
             await self._open_session()
         except BaseException:

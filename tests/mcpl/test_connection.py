@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -210,9 +211,7 @@ async def test_a_refusal_asking_to_close_fails_start(connect: Connect) -> None:
         await connect(receipt={"accepted": False, "fallback": "close", "reason": "no"})
 
 
-async def test_a_server_that_cannot_handshake_fails_start(tmp_path: Path) -> None:
-    import sys
-
+async def test_a_server_that_cannot_handshake_fails_start() -> None:
     tool = Path(__file__).parent / "servers" / "line_tool.py"
     conn = ServerConnection(
         "mute",

@@ -534,6 +534,7 @@ async def _hostile_scenario(frames: list[tuple[str, Any]]) -> None:
 @settings(
     max_examples=60,
     deadline=None,
+    database=None,  # no .hypothesis/ directory in the work tree
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from agentcore.mcpl.connection import ServerConnection
+from agentcore.mcpl.connection import McplStartError, ServerConnection
 from agentcore.mcpl.protocol import PARSE_ERROR, McplRequest
 from agentcore.mcpl.transports import ReconnectPolicy, WebSocketTransport, websocket_factory
 
@@ -227,8 +227,6 @@ async def test_the_client_sends_heartbeat_pings() -> None:
 
 
 async def test_connect_failure_is_reported() -> None:
-    from agentcore.mcpl.connection import McplStartError
-
     conn = connection("ws://127.0.0.1:9/nothing-listens-here")
     with pytest.raises(McplStartError):
         await asyncio.wait_for(conn.start(), TIMEOUT)

@@ -232,9 +232,9 @@ class McplRouter:
             await self._emit("mcpl:inference_fail", model=model, error=error.message, **trace)
             raise McplError(INTERNAL_ERROR, error.message) from None
         except asyncio.CancelledError:
-            await self._emit(
-                "mcpl:inference_fail", model=model, error="The inference was cancelled", **trace
-            )
+            stopping = self._context is not None and self._context.stopping.is_set()
+            why = "The host is shutting down" if stopping else "The inference was cancelled"
+            await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
             raise
         result = result_of(response)
         await self._emit(

@@ -1,0 +1,126 @@
+"""The MCPL host: one `ServerConnection` per `[mcpl.servers.NAME]`, answered by plugins.
+
+Every inbound request that passes the connection's grant and feature-set checks
+goes to `on_mcpl_request` (the `mcpl-router` plugin answers `inference/request`
+and `model/info`), so server-initiated inference runs through the kernel with
+every policy applied.
+
+Shutdown order, and why: first the kernel is marked stopping, so calls waiting
+on a hold or a backoff wake and fail at once; then each connection answers its
+in-flight requests -32603 "the host is shutting down" (cancelling them, which
+closes their provider calls) and closes its transport (a stdio child gets
+SIGTERM, then SIGKILL after its grace period); last the plugins stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+from loguru import logger
+
+from agentcore.inference import PluginError
+from agentcore.kernel import Kernel
+from agentcore.mcpl.connection import SHUTDOWN_MESSAGE, McplStartError, ServerConnection
+from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest
+from agentcore.mcpl.transports import (
+    ReconnectPolicy,
+    TransportFactory,
+    stdio_factory,
+    websocket_factory,
+)
+from agentcore.settings import McplServerSettings
+
+
+def transport_factory(name: str, config: McplServerSettings) -> TransportFactory:
+    if config.command and config.url:
+        raise ValueError(f"[mcpl.servers.{name}] sets both command and url; choose one")
+    if config.command:
+        return stdio_factory(
+            name,
+            config.command,
+            env=config.env or None,
+            cwd=config.cwd,
+            max_frame_bytes=config.max_frame_bytes,
+            kill_grace_s=config.shutdown_grace_s,
+        )
+    if config.url:
+        return websocket_factory(name, config.url, max_frame_bytes=config.max_frame_bytes)
+    raise ValueError(f"[mcpl.servers.{name}] needs command (stdio) or url (WebSocket)")
+
+
+class McplHost:
+    """Connects to every configured MCPL server and serves it through the kernel."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.connections: dict[str, ServerConnection] = {}
+
+    async def handle(self, request: McplRequest) -> Any:
+        try:
+            return await self.kernel.hooks.mcpl_request(request)
+        except PluginError as exc:
+            raise McplError(INTERNAL_ERROR, str(exc)) from exc
+
+    async def start(self) -> None:
+        """Open every server; one that cannot start is logged and left out."""
+        for name, config in self.kernel.settings.mcpl.servers.items():
+            try:
+                factory = transport_factory(name, config)
+            except ValueError as exc:
+                logger.error("{}", exc)
+                continue
+            connection = ServerConnection(
+                name,
+                factory,
+                grant=config.grant,
+                handler=self.handle,
+                disabled_feature_sets=config.disabled_feature_sets,
+                reconnect=ReconnectPolicy() if config.reconnect else None,
+            )
+            try:
+                await connection.start()
+            except McplStartError as exc:
+                logger.error("mcpl server {} did not start: {}", name, exc)
+                continue
+            logger.info("mcpl server {}: ready, granted {}", name, sorted(connection.grant))
+            self.connections[name] = connection
+
+    async def wait_all_closed(self) -> None:
+        await asyncio.gather(*(c.wait_closed() for c in self.connections.values()))
+
+    async def close(self, reason: str = SHUTDOWN_MESSAGE) -> None:
+        self.kernel.stopping.set()
+        await asyncio.gather(
+            *(c.close(reason) for c in self.connections.values()), return_exceptions=True
+        )
+
+
+async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
+    """`agentcore serve`: serve until SIGTERM/SIGINT (or `stop`), or until every server has gone."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    host = McplHost(kernel)
+    try:
+        await kernel.start()
+        await host.start()
+        if not host.connections:
+            logger.warning("no MCPL server is connected; the host has nothing to serve")
+        stopped = asyncio.ensure_future(stop.wait())
+        gone = asyncio.ensure_future(host.wait_all_closed())
+        await asyncio.wait({stopped, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            logger.info("signalled: answering in-flight requests and closing the servers")
+        else:
+            logger.info("every MCPL server has closed its connection")
+        for future in (stopped, gone):
+            future.cancel()
+        await host.close()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await kernel.stop()
+    return 0

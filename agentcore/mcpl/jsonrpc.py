@@ -51,8 +51,8 @@ Params = dict[str, Any] | list[Any] | None
 RequestHandler = Callable[[RequestId, str, Params], Awaitable[Any]]
 NotificationHandler = Callable[[str, Params], Awaitable[None]]
 
-# How long close() waits for handler tasks to finish cancelling, and for
-# answers already being sent, before it closes the transport anyway.
+# How long close() spends sending the in-flight answers, and then waiting for
+# handler tasks to finish cancelling, before it closes the transport anyway.
 CLOSE_DRAIN_TIMEOUT_S = 2.0
 
 
@@ -241,18 +241,8 @@ class JsonRpcPeer:
             for _, entry in entries:
                 if entry.task is not current:
                     entry.task.cancel()
-            if answer_inflight_with is not None:
-                error = answer_inflight_with.to_wire()
-                for request_id, entry in entries:
-                    logger.info(
-                        "{}: answering in-flight {} (id {!r}) with {}: {}",
-                        self.name,
-                        entry.method,
-                        request_id,
-                        error["code"],
-                        error["message"],
-                    )
-                    await self._send_quietly(encode_error(request_id, error))
+            if answer_inflight_with is not None and entries:
+                await self._answer_all(entries, answer_inflight_with.to_wire())
             # Let cancelled handlers unwind and answers already being sent go out.
             others = {t for t in self._tasks if t is not current}
             if others:
@@ -265,6 +255,32 @@ class JsonRpcPeer:
                 logger.warning("{}: closing the transport failed: {}", self.name, exc)
             self._fail_pending()
             self._closed.set()
+
+    async def _answer_all(
+        self, entries: list[tuple[RequestId, _Inbound]], error: dict[str, Any]
+    ) -> None:
+        # Bounded: a peer that stopped reading (a full pipe) must not hold up
+        # shutdown; the transport is closed next either way.
+        answered = 0
+        try:
+            async with asyncio.timeout(CLOSE_DRAIN_TIMEOUT_S):
+                for request_id, entry in entries:
+                    logger.info(
+                        "{}: answering in-flight {} (id {!r}) with {}: {}",
+                        self.name,
+                        entry.method,
+                        request_id,
+                        error["code"],
+                        error["message"],
+                    )
+                    await self._send_quietly(encode_error(request_id, error))
+                    answered += 1
+        except TimeoutError:
+            logger.warning(
+                "{}: {} in-flight answers could not be sent before closing",
+                self.name,
+                len(entries) - answered,
+            )
 
     def _fail_pending(self) -> None:
         for future in self._pending.values():

@@ -47,6 +47,11 @@ def test_permanent_kinds_are_not_retried_even_if_marked_retryable(kind: Any) -> 
     assert not is_retryable(err(kind, retryable=True))
 
 
+def test_an_unknown_error_is_retried_only_when_marked_retryable() -> None:
+    assert not is_retryable(err("unknown"))
+    assert is_retryable(err("unknown", retryable=True))
+
+
 def test_the_adapter_is_believed_when_it_says_not_retryable() -> None:
     # e.g. a 429 that is really a billing failure, classified rate_limit by a lenient adapter
     assert not is_retryable(err("rate_limit", status=429, retryable=False))

@@ -74,7 +74,11 @@ class Hooks:
             spec_args = tuple(caller.spec.argnames)
             # pluggy's own call order: last registered first, tryfirst/trylast honoured.
             self._impls[name] = tuple(_bind(i, spec_args) for i in reversed(caller.get_hookimpls()))
-        self.has_stream_observers = bool(self._impls.get("on_stream_event"))
+        stream = self._impls.get("on_stream_event", ())
+        self.has_stream_observers = bool(stream)
+        self.stream_sync = not any(i.is_async for i in stream)
+        """No `on_stream_event` implementation is async: `stream_event_sync` may be used."""
+        self._stream_calls = tuple((i.plugin, i.call) for i in stream)
 
     def implementers(self, hook: str) -> list[str]:
         return [i.plugin for i in self._impls.get(hook, ())]
@@ -134,6 +138,9 @@ class Hooks:
         await self._decide_all("on_admission", attempt)
 
     async def stream_event(self, attempt: Attempt, event: StreamEvent) -> StreamEvent:
+        """Every implementation in order; each may replace the event for the ones after it."""
+        if self.stream_sync:
+            return self.stream_event_sync(attempt, event)
         for impl in self._impls["on_stream_event"]:
             try:
                 result = impl.call(attempt, event)
@@ -141,6 +148,22 @@ class Hooks:
                     result = await result
             except Exception:
                 logger.exception("plugin {!r} failed in on_stream_event; carrying on", impl.plugin)
+                continue
+            if result is not None:
+                event = result
+        return event
+
+    def stream_event_sync(self, attempt: Attempt, event: StreamEvent) -> StreamEvent:
+        """`stream_event` without a coroutine per event; only while `stream_sync` holds.
+
+        The hot path: the kernel calls this for every token when no implementation
+        is async, so it is one tight loop over precomputed (plugin, call) pairs.
+        """
+        for plugin, call in self._stream_calls:
+            try:
+                result = call(attempt, event)
+            except Exception:
+                logger.exception("plugin {!r} failed in on_stream_event; carrying on", plugin)
                 continue
             if result is not None:
                 event = result

@@ -398,11 +398,18 @@ class Kernel:
                 return
             visible = False
             terminal: Terminal | None = None
+            hooks = self.hooks
+            # No coroutine per event when every on_stream_event implementation is sync.
+            observe_now = hooks.stream_event_sync if hooks.stream_sync else None
             try:
                 async with aclosing(self._attempt(provider, attempt)) as events:
                     async for event in events:
-                        if self.hooks.has_stream_observers:
-                            event = await self.hooks.stream_event(attempt, event)
+                        if not hooks.has_stream_observers:
+                            pass
+                        elif observe_now is not None:
+                            event = observe_now(attempt, event)
+                        else:
+                            event = await hooks.stream_event(attempt, event)
                         if type(event) is Token:
                             visible = visible or event.visible
                         elif isinstance(event, Complete | Failed | Aborted):

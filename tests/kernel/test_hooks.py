@@ -579,3 +579,42 @@ async def test_a_terminal_replaced_by_a_non_terminal_still_ends_the_stream(make_
     assert text_of(events) == "hiswallowed"
     assert isinstance(events[-1], Failed)
     assert events[-1].error.code == "no_terminal"
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_stream_observer_that_raises_leaves_the_event_as_it_was(
+    is_async, make_kernel, scripted, log_lines
+):
+    """Both paths of the caller: all-sync implementations (no coroutine per event) and
+    any async one."""
+
+    class Raises:
+        if is_async:
+
+            @hookimpl
+            async def on_stream_event(self, event):
+                raise ValueError(f"cannot look at {type(event).__name__}")
+
+        else:
+
+            @hookimpl
+            def on_stream_event(self, event):
+                raise ValueError(f"cannot look at {type(event).__name__}")
+
+    class Upper:
+        @hookimpl(trylast=True)
+        def on_stream_event(self, event):
+            if isinstance(event, Token):
+                return Token(event.text.upper(), event.block)
+            return None
+
+    scripted(reply("hi there"))
+    kernel = make_kernel(plugins={"upper": Upper(), "raises": Raises()})
+    assert kernel.hooks.stream_sync is not is_async
+    async with kernel:
+        events = await collect(kernel.stream(request()))
+    assert text_of(events) == "HI THERE"
+    assert isinstance(events[-1], Complete)
+    log = "\n".join(log_lines)
+    assert "plugin 'raises' failed in on_stream_event" in log
+    assert "cannot look at Token" in log

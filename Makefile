@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PLUGINS := $(sort $(wildcard plugins/*))
 STAMP := $(VENV)/.installed
+LINT_PATHS := $(wildcard agentcore plugins tests bench examples)
 
 .PHONY: install demo test lint typecheck pytest bench clean
 
@@ -19,8 +20,8 @@ demo: install
 	$(VENV)/bin/agentcore demo
 
 lint: install
-	$(VENV)/bin/ruff check agentcore plugins tests bench examples
-	$(VENV)/bin/ruff format --check agentcore plugins tests bench examples
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 typecheck: install
 	$(VENV)/bin/mypy agentcore $(foreach p,$(PLUGINS),$(p)/src)

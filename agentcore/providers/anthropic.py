@@ -49,12 +49,14 @@ from agentcore.providers.http import (
     ended_early,
     error_from_exception,
     error_from_payload,
+    fast_loads,
     is_event_stream,
     not_json,
     open_stream,
     post_json,
     replay,
     resolve_key,
+    unreadable,
 )
 from agentcore.providers.sse import SSEDecoder
 from agentcore.settings import InferenceSettings, ProviderSettings
@@ -247,7 +249,7 @@ class AnthropicProvider:
         stop_sequence: str | None = None
         finished = False
         decoder = SSEDecoder()
-        loads = _loads
+        loads = fast_loads
         try:
             async with open_stream(
                 self._client, "/v1/messages", body, provider=name, model=model
@@ -256,7 +258,7 @@ class AnthropicProvider:
                     # A JSON body where a stream was asked for: an error, or a whole reply.
                     raw = await response.aread()
                     try:
-                        data = _loads(raw)
+                        data = json.loads(raw)
                     except ValueError:
                         yield Failed(
                             not_json(raw.decode(errors="replace"), provider=name, model=model)
@@ -268,15 +270,17 @@ class AnthropicProvider:
                 chunks = response.aiter_bytes()
                 while True:
                     chunk = await anext(chunks, None)
-                    events = decoder.feed(chunk) if chunk is not None else decoder.close()
-                    for sse in events:
+                    events = (
+                        decoder.feed_tuples(chunk) if chunk is not None else decoder.close_tuples()
+                    )
+                    for name_, data, _ in events:
                         try:
-                            obj = loads(sse.data)
+                            obj = loads(data)
                             kind = obj["type"]
                         except (ValueError, KeyError, TypeError):
-                            if sse.event == "ping":
+                            if name_ == "ping":
                                 continue
-                            yield Failed(not_json(sse.data, provider=name, model=model))
+                            yield Failed(not_json(data, provider=name, model=model))
                             return
                         if kind == "content_block_delta":
                             delta = obj["delta"]
@@ -357,6 +361,9 @@ class AnthropicProvider:
             # The stop reason came, only message_stop was lost: the reply is whole.
         except InferenceError as error:
             yield Failed(error)
+            return
+        except (AttributeError, TypeError, KeyError, IndexError) as exc:
+            yield Failed(unreadable(exc, provider=name, model=model))
             return
         if not finished and stop_reason is None:
             yield Failed(ended_early(provider=name, model=model))

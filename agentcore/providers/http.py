@@ -14,7 +14,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +49,7 @@ __all__ = [
     "error_from_exception",
     "error_from_payload",
     "error_from_response",
+    "fast_loads",
     "is_event_stream",
     "not_json",
     "open_stream",
@@ -59,6 +60,7 @@ __all__ = [
     "resolve_key",
     "retry_after_from_body",
     "retry_after_from_headers",
+    "unreadable",
 ]
 
 # -- the client -------------------------------------------------------------------------
@@ -581,6 +583,16 @@ def not_json(data: str, *, provider: str, model: str) -> InferenceError:
     )
 
 
+def unreadable(exc: Exception, *, provider: str, model: str) -> InferenceError:
+    """A stream event that is JSON but not of the shape the wire format documents."""
+    return InferenceError(
+        "server",
+        f"The provider sent a stream event agentcore cannot read ({type(exc).__name__}: {exc})",
+        provider=provider,
+        model=model,
+    )
+
+
 def ended_early(*, provider: str, model: str) -> InferenceError:
     """The provider's stream ended (cleanly or not) before the inference finished."""
     return InferenceError(
@@ -593,6 +605,25 @@ def ended_early(*, provider: str, model: str) -> InferenceError:
 
 
 # -- shared by the adapters ----------------------------------------------------------------
+
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def fast_loads(text: str) -> Any:
+    """`json.loads` for one stream event, minus its Python-level wrappers.
+
+    ``json.loads`` strips whitespace with two regex matches and goes through two
+    Python calls before the C scanner runs; an event's data is a bare JSON value, so
+    we call the scanner directly and fall back to ``json.loads`` (same result, same
+    errors) only when the text has whitespace around the value or is not JSON.
+    """
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
 
 
 def copy_usage(usage: Usage) -> Usage:

@@ -57,12 +57,14 @@ from agentcore.providers.http import (
     ended_early,
     error_from_exception,
     error_from_payload,
+    fast_loads,
     is_event_stream,
     not_json,
     open_stream,
     post_json,
     replay,
     resolve_key,
+    unreadable,
 )
 from agentcore.providers.sse import SSEDecoder
 from agentcore.settings import InferenceSettings, ProviderSettings
@@ -333,17 +335,13 @@ class OpenAIProvider:
     async def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
         body = request_body(request, model, stream=True, max_tokens_field=self.max_tokens_field)
         name = self.name
-        blocks: list[_Block] = []
-        current: _Block | None = None  # the open text or thinking block
-        tools: dict[int, _Block] = {}
-        usage = Usage()
-        served: str | None = None
-        finish: str | None = None
-        native: Any = None
-        refused = False
-        done = False
+        state = _StreamState()
+        # The open text block, kept in locals: the per-chunk path touches nothing else.
+        text_parts: list[str] | None = None
+        text_index = 0
         decoder = SSEDecoder()
-        loads = _loads
+        loads = fast_loads
+        done = False
         try:
             async with open_stream(
                 self._client, "/chat/completions", body, provider=name, model=model
@@ -352,21 +350,24 @@ class OpenAIProvider:
                     # A JSON body where a stream was asked for: an error object, or a whole reply.
                     raw = await response.aread()
                     try:
-                        data = loads(raw)
+                        whole = json.loads(raw)
                     except ValueError:
                         yield Failed(
                             not_json(raw.decode(errors="replace"), provider=name, model=model)
                         )
                         return
-                    for event in replay(self._whole(request, data, model)):
+                    for event in replay(self._whole(request, whole, model)):
                         yield event
                     return
                 chunks = response.aiter_bytes()
                 while not done:
                     chunk = await anext(chunks, None)
-                    events = decoder.feed(chunk) if chunk is not None else decoder.close()
-                    for sse in events:
-                        data = sse.data
+                    if chunk is None:
+                        events = decoder.close_tuples()
+                        done = True
+                    else:
+                        events = decoder.feed_tuples(chunk)
+                    for _, data, _ in events:
                         if data == "[DONE]":
                             done = True
                             break
@@ -382,96 +383,130 @@ class OpenAIProvider:
                                 )
                             )
                             return
-                        if served is None:
-                            served = obj.get("model")
                         choices = obj.get("choices")
                         if choices:
                             choice = choices[0]
                             delta = choice.get("delta")
                             if delta:
-                                reasoning = delta.get("reasoning")
-                                if reasoning is None:
-                                    reasoning = delta.get("reasoning_content")
-                                if reasoning:
-                                    if current is None or current.type != "thinking":
-                                        if current is not None:
-                                            current.stopped = True
-                                            yield BlockStop(current.index, current.build())
-                                        current = _Block(len(blocks), "thinking")
-                                        blocks.append(current)
-                                        yield BlockStart(current.index, "thinking")
-                                    current.parts.append(reasoning)
-                                    yield Token(reasoning, "thinking", current.index, False)
                                 text = delta.get("content")
-                                if not text:
-                                    text = delta.get("refusal")
-                                    if text:
-                                        refused = True
-                                if text:
-                                    if current is None or current.type != "text":
-                                        if current is not None:
-                                            current.stopped = True
-                                            yield BlockStop(current.index, current.build())
-                                        current = _Block(len(blocks), "text")
-                                        blocks.append(current)
-                                        yield BlockStart(current.index, "text")
-                                    current.parts.append(text)
-                                    yield Token(text, "text", current.index, True)
-                                calls = delta.get("tool_calls")
-                                if calls:
-                                    if current is not None:
-                                        current.stopped = True
-                                        yield BlockStop(current.index, current.build())
-                                        current = None
-                                    for event in _tool_deltas(calls, tools, blocks):
+                                if text and text_parts is not None and len(delta) == 1:
+                                    # The usual chunk: one more piece of the open text block.
+                                    text_parts.append(text)
+                                    yield Token(text, "text", text_index, True)
+                                else:
+                                    for event in state.delta(delta):
                                         yield event
+                                    current = state.current
+                                    if current is not None and current.type == "text":
+                                        text_parts, text_index = current.parts, current.index
+                                    else:
+                                        text_parts = None
                             reason = choice.get("finish_reason")
                             if reason:
-                                finish = reason
-                                native = choice.get(
+                                state.finish = reason
+                                state.native = choice.get(
                                     "stop_reason", choice.get("native_finish_reason")
                                 )
                                 if reason == "error":
-                                    error = choice.get("error")
-                                    yield Failed(
-                                        error_from_payload(
-                                            error, provider=name, model=model, prefix=MID_STREAM
-                                        )
-                                        if error
-                                        else InferenceError(
-                                            "server", FINISH_ERROR, provider=name, model=model
-                                        )
-                                    )
+                                    yield Failed(_finish_error(choice, name, model))
                                     return
+                        if state.served is None:
+                            state.served = obj.get("model")
                         if obj.get("usage"):
-                            _usage(obj["usage"], usage)
-                            yield UsageUpdate(copy_usage(usage))
-                    if chunk is None:
-                        break
+                            _usage(obj["usage"], state.usage)
+                            yield UsageUpdate(copy_usage(state.usage))
         except httpx.HTTPError as exc:
-            if finish is None:
+            if state.finish is None:
                 yield Failed(error_from_exception(exc, provider=name, model=model))
                 return
             # The finish reason came, only the usage chunk or [DONE] was lost: the reply is whole.
         except InferenceError as error:
             yield Failed(error)
             return
-        if finish is None:
+        except (AttributeError, TypeError, KeyError, IndexError) as exc:
+            yield Failed(unreadable(exc, provider=name, model=model))
+            return
+        if state.finish is None:
             yield Failed(ended_early(provider=name, model=model))
             return
         try:
-            stop = self._stop(request, finish, native, refused)
+            stop = self._stop(request, state.finish, state.native, state.refused)
         except InferenceError as error:
             yield Failed(error)
             return
         content: list[OutputBlock] = []
-        for block in blocks:
+        for block in state.blocks:
             built = block.build()
             if not block.stopped:
                 block.stopped = True
                 yield BlockStop(block.index, built)
             content.append(built)
-        yield Complete(Response(content, stop, usage, model, served or model, name))
+        yield Complete(Response(content, stop, state.usage, model, state.served or model, name))
+
+
+def _finish_error(choice: dict[str, Any], provider: str, model: str) -> InferenceError:
+    error = choice.get("error")
+    if error:
+        return error_from_payload(error, provider=provider, model=model, prefix=MID_STREAM)
+    return InferenceError("server", FINISH_ERROR, provider=provider, model=model)
+
+
+class _StreamState:
+    """Everything but the hot path of one stream: blocks, tool calls, finish, usage."""
+
+    __slots__ = ("blocks", "current", "finish", "native", "refused", "served", "tools", "usage")
+
+    def __init__(self) -> None:
+        self.blocks: list[_Block] = []
+        self.current: _Block | None = None  # the open text or thinking block
+        self.tools: dict[int, _Block] = {}
+        self.usage = Usage()
+        self.served: str | None = None
+        self.finish: str | None = None
+        self.native: Any = None
+        self.refused = False
+
+    def _switch(self, type: BlockType, events: list[StreamEvent]) -> _Block:
+        current = self.current
+        if current is not None and current.type == type:
+            return current
+        if current is not None:
+            current.stopped = True
+            events.append(BlockStop(current.index, current.build()))
+        block = _Block(len(self.blocks), type)
+        self.blocks.append(block)
+        self.current = block
+        events.append(BlockStart(block.index, type))
+        return block
+
+    def delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
+        """Events for a delta off the hot path: reasoning, a new block, refusal, tool calls."""
+        events: list[StreamEvent] = []
+        reasoning = delta.get("reasoning")
+        if reasoning is None:
+            reasoning = delta.get("reasoning_content")
+        if reasoning and isinstance(reasoning, str):
+            block = self._switch("thinking", events)
+            block.parts.append(reasoning)
+            events.append(Token(reasoning, "thinking", block.index, False))
+        text = delta.get("content")
+        if not text:
+            text = delta.get("refusal")
+            if text:
+                self.refused = True
+        if text and isinstance(text, str):
+            block = self._switch("text", events)
+            block.parts.append(text)
+            events.append(Token(text, "text", block.index, True))
+        calls = delta.get("tool_calls")
+        if calls:
+            current = self.current
+            if current is not None:
+                current.stopped = True
+                events.append(BlockStop(current.index, current.build()))
+                self.current = None
+            events.extend(_tool_deltas(calls, self.tools, self.blocks))
+        return events
 
 
 def _tool_deltas(

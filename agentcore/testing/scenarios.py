@@ -65,6 +65,19 @@ _OPENAI_FINISH = {
 }
 
 
+LONG_WORDS = ("The ", "quick ", "brown ", "fox ", "jumps ", "over ", "the ", "lazy ", "dog. ")
+
+
+def _long_text(scenario: Scenario) -> str:
+    words = scenario.chunks or LONG_WORDS
+    return "".join(words[i % len(words)] for i in range(scenario.n))
+
+
+def _cycle(deltas: list[bytes], n: int) -> bytes:
+    full, rest = divmod(n, len(deltas))
+    return b"".join(deltas) * full + b"".join(deltas[:rest])
+
+
 class Unplayable(Exception):
     """The scenario has no form on this wire; the server answers 400 with this message."""
 
@@ -191,9 +204,11 @@ class Scenario:
         return cls(kind="text", thought=thinking, reply=text, **options)
 
     @classmethod
-    def long(cls, n: int, chunk: str = "tok ", **options: Any) -> Scenario:
-        """`n` text chunks of `chunk`, rendered once and written in large slices: for benchmarks."""
-        return cls(kind="long", n=n, reply=chunk, **options)
+    def long(cls, n: int, chunks: tuple[str, ...] = LONG_WORDS, **options: Any) -> Scenario:
+        """`n` text chunks cycling through `chunks` (consecutive chunks differ, as some
+        clients refuse a stream that repeats itself), rendered once per server and
+        written in large slices: for benchmarks."""
+        return cls(kind="long", n=n, chunks=tuple(chunks), **options)
 
     # -- failures inside a 200 ---------------------------------------------------------
 
@@ -535,7 +550,7 @@ class _Anthropic:
             return Play(status, headers, False, body=_json_bytes(body))
         message = self._message()
         content: list[dict[str, Any]] = []
-        text = s.reply * s.n if s.kind == "long" else s.reply
+        text = _long_text(s) if s.kind == "long" else s.reply
         if s.thought:
             content.append({"type": "thinking", "thinking": s.thought, "signature": "sig-loopback"})
         if text:
@@ -581,21 +596,24 @@ class _Anthropic:
                     },
                 )
             )
-            delta = _encode(
-                (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "text_delta", "text": s.reply},
-                    },
+            deltas = [
+                _encode(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": 0,
+                            "delta": {"type": "text_delta", "text": word},
+                        },
+                    )
                 )
-            )
+                for word in s.chunks or LONG_WORDS
+            ]
             stop = _encode(("content_block_stop", {"type": "content_block_stop", "index": 0}))
             tail = stop + b"".join(
                 _encode(f) for f in self._finish(s.n, s.raw_stop or "end_turn", None)
             )
-            play.prerendered = head + start + delta * s.n + tail
+            play.prerendered = head + start + _cycle(deltas, s.n) + tail
             return play
         index = 0
         if s.thought:
@@ -813,7 +831,7 @@ class _OpenAI:
             return Play(200, headers, False, ending="stall")
         if s.kind == "stream_error":
             return Play(200, headers, False, body=_json_bytes({"error": self.error_object()}))
-        text = s.reply * s.n if s.kind == "long" else s.reply
+        text = _long_text(s) if s.kind == "long" else s.reply
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if s.thought:
             message[s.reasoning_field] = s.thought
@@ -863,9 +881,9 @@ class _OpenAI:
         play.ping = b": OPENROUTER PROCESSING\n\n"
         first = self.chunk({"role": "assistant", "content": ""})
         if s.kind == "long":
-            delta = _encode((None, self.chunk({"content": s.reply})))
+            deltas = [_encode((None, self.chunk({"content": w}))) for w in s.chunks or LONG_WORDS]
             tail = b"".join(_encode(f) for f in self._finish(self.finish(), s.n, None))
-            play.prerendered = _encode((None, first)) + delta * s.n + tail
+            play.prerendered = _encode((None, first)) + _cycle(deltas, s.n) + tail
             return play
         frames: list[Frame] = [(None, first)]
         if s.kind == "stall" and s.ping and not s.reply:

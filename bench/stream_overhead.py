@@ -1,0 +1,214 @@
+"""CPU cost per streamed chunk: agentcore's kernel against a raw httpx loop and two SDKs.
+
+One long chat-completions stream (every chunk a short piece of text) is played
+by the loopback server (`agentcore.testing`, on its own thread) and consumed by
+
+  (a) a raw httpx SSE loop: `aiter_lines`, `json.loads`, read the delta's content,
+  (b) `kernel.stream` with every default plugin discovered from entry points,
+  (c) the official `openai` SDK, `chat.completions.create(stream=True)`,
+  (d) LiteLLM's `acompletion(stream=True)`,
+
+in one run. CPU is `time.thread_time()` of the consuming thread, so the server's
+own work is not counted. Start-up is taken out by running two sizes and dividing
+the difference in CPU by the difference in chunks; each size is run a few times
+and the fastest run kept. Prints CPU µs per chunk, CPU seconds per 10,000 chunks
+and each ratio to (a). Targets: (b) at most 1.2x (a), and below (c) and (d).
+
+    .venv/bin/python bench/stream_overhead.py [--small 10000] [--large 50000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agentcore.inference import Message, Request, Token
+from agentcore.kernel import Kernel
+from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+
+MODEL = "bench-model"
+Runner = Callable[[int], Awaitable[int]]
+
+
+def body() -> dict[str, object]:
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "stream, please"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+async def raw_httpx(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    client = httpx.AsyncClient(base_url=server.base_url("openai"))
+    headers = {"authorization": f"Bearer {API_KEY}"}
+
+    async def run(n: int) -> int:
+        server.script(Scenario.long(n))
+        seen = 0
+        async with client.stream(
+            "POST", "/chat/completions", json=body(), headers=headers
+        ) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    break
+                choices = json.loads(data)["choices"]
+                if choices and choices[0]["delta"].get("content"):
+                    seen += 1
+        return seen
+
+    return run, client.aclose
+
+
+async def kernel_stream(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
+    settings = server.write_settings(
+        folder / "agentcore.toml", {"bench": "openai-compatible"}, per_provider_urls=False
+    )
+    kernel = Kernel.load(settings)  # every default plugin, discovered from entry points
+    await kernel.start()
+    active = [r.name for r in kernel.records if r.state == "active"]
+    print(f"    (b) plugins active: {', '.join(active) or 'none'}")
+    request = Request(f"bench:{MODEL}", [Message.user("stream, please")], max_tokens=1_000_000)
+
+    async def run(n: int) -> int:
+        server.script(Scenario.long(n))
+        seen = 0
+        async for event in kernel.stream(request):
+            if type(event) is Token and event.visible:
+                seen += 1
+        return seen
+
+    return run, kernel.stop
+
+
+async def openai_sdk(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=server.base_url("openai"), api_key=API_KEY, max_retries=0)
+
+    async def run(n: int) -> int:
+        server.script(Scenario.long(n))
+        seen = 0
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "stream, please"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                seen += 1
+        return seen
+
+    return run, client.close
+
+
+async def litellm_sdk(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+
+    async def run(n: int) -> int:
+        server.script(Scenario.long(n))
+        seen = 0
+        stream = await litellm.acompletion(
+            model=f"openai/{MODEL}",
+            api_base=server.base_url("openai"),
+            api_key=API_KEY,
+            messages=[{"role": "user", "content": "stream, please"}],
+            stream=True,
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                seen += 1
+        return seen
+
+    async def close() -> None:
+        return None
+
+    return run, close
+
+
+async def measure(run: Runner, n: int, repeat: int) -> float:
+    """The least thread CPU time of `repeat` runs of `n` chunks."""
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        start = time.thread_time()
+        seen = await run(n)
+        spent = time.thread_time() - start
+        if seen != n:
+            raise RuntimeError(f"expected {n} chunks, saw {seen}")
+        best = min(best, spent)
+    return best
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--large", type=int, default=50_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    os.environ[API_KEY_ENV] = API_KEY
+
+    peers: list[tuple[str, Callable[[LoopbackServer], Awaitable[tuple[Runner, Any]]]]] = [
+        ("(a) raw httpx SSE loop", raw_httpx),
+        ("(b) agentcore kernel.stream", kernel_stream),
+        ("(c) openai SDK", openai_sdk),
+        ("(d) litellm acompletion", litellm_sdk),
+    ]
+    results: dict[str, float] = {}
+    with LoopbackServer() as server:
+        for label, setup in peers:
+            try:
+                run, close = await setup(server)
+            except ImportError as exc:
+                print(f"{label}: skipped, not installed ({exc.name}); pip install -e '.[bench]'")
+                continue
+            try:
+                await run(1000)  # warm-up: connections, imports, caches
+                small = await measure(run, args.small, args.repeat)
+                large = await measure(run, args.large, args.repeat)
+            finally:
+                await close()
+            per_chunk = (large - small) / (args.large - args.small)
+            results[label] = per_chunk
+            print(f"{label}: {per_chunk * 1e6:.2f} µs CPU per chunk", flush=True)
+        await server.wait_idle(connections=False)
+
+    base = results.get("(a) raw httpx SSE loop")
+    print()
+    print(f"{'':32} {'CPU s / 10k chunks':>19} {'ratio to (a)':>13}")
+    for label, per_chunk in results.items():
+        ratio = f"{per_chunk / base:.2f}x" if base else "n/a"
+        print(f"{label:32} {per_chunk * 10_000:19.4f} {ratio:>13}")
+    kernel = results.get("(b) agentcore kernel.stream")
+    if base and kernel:
+        verdict = "meets" if kernel <= 1.2 * base else "MISSES"
+        print(f"\n(b) {verdict} the 1.2x target ({kernel / base:.2f}x)")
+        for peer in ("(c) openai SDK", "(d) litellm acompletion"):
+            if peer in results:
+                word = "below" if kernel < results[peer] else "NOT below"
+                print(f"(b) is {word} {peer}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

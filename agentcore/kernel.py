@@ -356,6 +356,10 @@ class Kernel:
                         response = await provider.complete(request, inference.model)
                 except TimeoutError:
                     raise request_timeout(timeout) from None
+                except InferenceError:
+                    raise
+                except Exception as exc:  # a provider bug is still an InferenceError
+                    raise provider_failed(attempt, exc) from exc
             except InferenceError as error:
                 await self.hooks.attempt_end(attempt, error)
                 outcome = await self._after_failure(attempt, error)
@@ -447,7 +451,14 @@ class Kernel:
         """The provider's events for one attempt, cut by the progress and request timeouts,
         always ending in one terminal. The provider's stream is closed however this ends."""
         config = self.settings.inference
-        events = provider.stream(attempt.inference.request, attempt.model)
+        try:
+            events = provider.stream(attempt.inference.request, attempt.model)
+        except InferenceError as error:  # refused before streaming anything
+            yield Failed(error)
+            return
+        except Exception as exc:
+            yield Failed(provider_failed(attempt, exc))
+            return
         watchdog = _Watchdog(config.progress_timeout_s, config.request_timeout_s)
         try:
             while True:
@@ -462,6 +473,9 @@ class Kernel:
                     return
                 except InferenceError as error:
                     yield Failed(error)
+                    return
+                except Exception as exc:  # a provider bug still ends in one terminal
+                    yield Failed(provider_failed(attempt, exc))
                     return
                 except asyncio.CancelledError:
                     if watchdog.took_cancel():
@@ -574,6 +588,20 @@ def no_terminal(attempt: Attempt) -> InferenceError:
         "network",
         "The inference stream ended without a result",
         code=NO_TERMINAL,
+        provider=attempt.provider,
+        model=attempt.model,
+    )
+
+
+def provider_failed(attempt: Attempt, exc: Exception) -> InferenceError:
+    """A provider raised something other than `InferenceError`: a bug, logged, not retried."""
+    logger.opt(exception=exc).error(
+        "provider {!r} raised {} (not an InferenceError)", attempt.provider, type(exc).__name__
+    )
+    return InferenceError(
+        "unknown",
+        f"The provider {attempt.provider!r} failed: {type(exc).__name__}: {exc}",
+        retryable=False,
         provider=attempt.provider,
         model=attempt.model,
     )

@@ -40,6 +40,7 @@ class JsonlTraceSink:
 
     def __init__(self) -> None:
         self._file: IO[str] | None = None
+        self._path: Path | None = None
 
     @hookimpl
     def agentcore_start(self, context: PluginContext) -> None:
@@ -47,12 +48,18 @@ class JsonlTraceSink:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("a", encoding="utf-8")
+            self._path = path
 
     @hookimpl
     def on_trace(self, event: TraceEvent) -> None:
         if self._file is not None:
             self._file.write(event.to_json() + "\n")
             self._file.flush()
+        elif self._path is not None:
+            # After agentcore_stop: the traces of inferences the shutdown failed (they
+            # wake from their waits once the kernel has stopped its plugins) still count.
+            with self._path.open("a", encoding="utf-8") as late:
+                late.write(event.to_json() + "\n")
 
     @hookimpl
     def agentcore_stop(self) -> None:

@@ -486,3 +486,82 @@ async def test_the_jsonl_sink_appends_across_kernels(make_kernel, scripted, tmp_
             await collect(kernel.stream(request()))
     types = [json.loads(x)["type"] for x in path.read_text().splitlines()]
     assert types == ["inference:start", "inference:complete"] * 2
+
+
+async def test_the_jsonl_sink_keeps_the_traces_of_inferences_failed_by_shutdown(
+    make_kernel, scripted, tmp_path
+):
+    path = tmp_path / "traces.jsonl"
+    scripted([server_error()])
+    policy = BlockingPolicy()
+    kernel = make_kernel(
+        plugins={"jsonl-traces": JsonlTraceSink, "policy": policy},
+        env={"AGENTCORE_TRACES__JSONL": str(path)},
+    )
+    await kernel.start()
+    call = asyncio.ensure_future(collect(kernel.stream(request())))
+    await asyncio.wait_for(policy.waiting.wait(), 1)
+    await kernel.stop()
+    await asyncio.wait_for(call, 1)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["type"] for x in lines] == ["inference:start", "inference:retry", "inference:fail"]
+    assert lines[-1]["error"] == "cancelled: The host is shutting down"
+
+
+# -- providers that break their contract ----------------------------------------------------
+
+
+class RefusesAtCall:
+    """A provider whose stream() is a plain method that raises before any iteration."""
+
+    name, kind = "fake", "scripted"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def stream(self, request, model):
+        raise self.error
+
+    async def complete(self, request, model):
+        raise self.error
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "error",
+    [InferenceError("invalid_request", "needs a base_url"), KeyError("choices")],
+    ids=["inference-error", "bug"],
+)
+async def test_a_provider_that_raises_at_call_ends_the_stream_with_one_terminal(
+    error, make_kernel, scripted, monkeypatch, log_lines
+):
+    import agentcore.providers
+
+    monkeypatch.setitem(agentcore.providers._FACTORIES, "scripted", lambda *a: RefusesAtCall(error))
+    traces = Traces()
+    kernel = make_kernel(plugins={"traces": traces})
+    async with kernel:
+        (failed,) = await collect(kernel.stream(request()))
+        with pytest.raises(InferenceError) as caught:
+            await kernel.complete(request())
+    assert isinstance(failed, Failed)
+    for message in (str(failed.error), str(caught.value)):
+        assert ("needs a base_url" if isinstance(error, InferenceError) else "KeyError") in message
+    assert traces.types == ["inference:start", "inference:fail"] * 2
+
+
+async def test_a_provider_bug_mid_stream_ends_the_stream_with_one_terminal(
+    make_kernel, scripted, log_lines
+):
+    provider = scripted([Token("partial", "text"), ZeroDivisionError("adapter bug")])
+    kernel = make_kernel()
+    async with kernel:
+        events = await collect(kernel.stream(request()))
+    final = events[-1]
+    assert isinstance(final, Failed)
+    assert final.error.kind == "unknown"
+    assert "ZeroDivisionError: adapter bug" in str(final.error)
+    assert provider.endings == ["finished"]
+    assert any("ZeroDivisionError" in line for line in log_lines)

@@ -1,0 +1,5 @@
+"""`python -m agentcore` is the `agentcore` command."""
+
+from agentcore.cli import main
+
+main()

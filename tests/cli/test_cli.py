@@ -1,0 +1,163 @@
+"""The `agentcore` command as a user runs it: a real subprocess against the loopback provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentcore.testing import API_KEY, LoopbackServer, Scenario
+
+_FAST = {"initial_delay_s": 0.01, "max_delay_s": 0.02, "jitter_s": 0.0}
+FAST_RETRY = {"retry": {**_FAST, "overloaded": _FAST}}
+
+
+def agentcore(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentcore", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def settings(loopback_settings: Callable[..., Path]) -> Path:
+    return loopback_settings({"a": "anthropic", "o": "openai"}, sections=FAST_RETRY)
+
+
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+def test_infer_json_prints_only_the_result(
+    loopback_provider: LoopbackServer, settings: Path, model: str
+) -> None:
+    loopback_provider.script(
+        Scenario.text("Hello there", model="served-1", input_tokens=7, output_tokens=2)
+    )
+    done = agentcore("infer", "--settings", str(settings), "--model", model, "--json", "Hi")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "content": "Hello there",
+        "model": "served-1",
+        "finishReason": "end_turn",
+        "usage": {"inputTokens": 7, "outputTokens": 2},
+    }
+    assert API_KEY not in done.stdout + done.stderr
+
+
+def test_infer_streams_visible_text_only(loopback_provider: LoopbackServer, settings: Path) -> None:
+    loopback_provider.script(Scenario.thinking("secret musing", "The answer"))
+    done = agentcore("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The answer\n"
+    assert loopback_provider.calls[0].body["stream"] is True
+
+
+def test_infer_no_stream_makes_a_whole_call(
+    loopback_provider: LoopbackServer, settings: Path
+) -> None:
+    loopback_provider.script(Scenario.text("Whole reply"))
+    done = agentcore(
+        "infer", "--settings", str(settings), "--model", "o:gpt-x", "--no-stream", "Hi"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Whole reply\n"
+    assert not loopback_provider.calls[0].body.get("stream")
+
+
+def test_infer_max_tokens_is_a_success(loopback_provider: LoopbackServer, settings: Path) -> None:
+    loopback_provider.script(Scenario.max_tokens())
+    done = agentcore(
+        "infer",
+        "--settings",
+        str(settings),
+        "--model",
+        "a:claude-x",
+        "--json",
+        "--max-tokens",
+        "5",
+        "Hi",
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["finishReason"] == "max_tokens"
+    assert loopback_provider.calls[0].body["max_tokens"] == 5
+
+
+@pytest.mark.parametrize(
+    ("scenario", "cause"),
+    [
+        (Scenario.refusal(), "refused"),
+        (Scenario.tool_use("get_weather", {"city": "Oslo"}), "get_weather"),
+        (Scenario.unauthorized(), "auth 401"),
+        (Scenario.stream_error(error_type="overloaded_error"), "overloaded"),
+    ],
+    ids=["refusal", "tool_use", "unauthorized", "stream-error"],
+)
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_infer_any_other_ending_exits_non_zero_with_no_result(
+    loopback_provider: LoopbackServer, settings: Path, scenario: Scenario, cause: str, stream: str
+) -> None:
+    loopback_provider.script(*[scenario] * 8)  # retried endings get the same answer each time
+    done = agentcore(
+        "infer", "--settings", str(settings), "--model", "a:claude-x", "--json", stream, "Hi"
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert cause in done.stderr
+    assert API_KEY not in done.stderr
+
+
+def test_infer_with_no_settings_uses_echo() -> None:
+    done = agentcore("infer", "--model", "echo:any", "--json", "say it back")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["content"] == "say it back"
+
+
+def test_bad_settings_name_the_file_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[inference]\nprogress_timeout = 3\n")
+    done = agentcore("infer", "--settings", str(path), "--model", "echo:x", "Hi")
+    assert done.returncode == 2
+    assert f"{path}: inference.progress_timeout: unknown key" in done.stderr
+
+
+def test_plugins_lists_every_default_with_its_state() -> None:
+    done = agentcore("plugins", env={"AGENTCORE_DISABLE_PLUGINS": "waiting-trace"})
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:]}
+    assert rows["retry"][1:] == ["agentcore-retry", "0.1.0", "active"]
+    assert rows["provider-hold"][1:] == ["agentcore-provider-hold", "0.1.0", "active"]
+    assert rows["mcpl-router"][1:] == ["agentcore-mcpl-router", "0.1.0", "active"]
+    assert rows["waiting-trace"][1:] == ["agentcore-waiting-trace", "0.1.0", "disabled"]
+
+
+def test_settings_show_sources_and_never_a_key(settings: Path) -> None:
+    done = agentcore(
+        "settings", "--settings", str(settings), env={"AGENTCORE_RETRY__MAX_ATTEMPTS": "6"}
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "retry.max_attempts = 6    # environment" in lines
+    assert f"retry.initial_delay_s = 0.01    # file {settings}" in lines
+    assert "inference.request_timeout_s = 600.0    # default" in lines
+    assert any(line.startswith("providers.a.api_key = [REDACTED]") for line in lines)
+    assert API_KEY not in done.stdout + done.stderr
+
+
+def test_demo_runs_by_itself_and_exits_zero() -> None:
+    done = agentcore("demo")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for event in (
+        "inference:retry",
+        "provider:hold",
+        "inference:waiting",
+        "mcpl:inference_complete",
+    ):
+        assert event in done.stdout
+    assert "chunk 0:" in done.stderr

@@ -94,8 +94,13 @@ def test_a_bundled_default_alone_is_active(use_dists):
     assert imported("ackt_bundled_waiting")
 
 
-async def test_a_third_party_package_replaces_the_bundled_default(use_dists, scripted):
-    use_dists("agentcore-waiting-trace", "acme-waiting")
+@pytest.mark.parametrize(
+    "order",
+    [("agentcore-waiting-trace", "acme-waiting"), ("acme-waiting", "agentcore-waiting-trace")],
+    ids=["default-first-on-path", "replacement-first-on-path"],
+)
+async def test_a_third_party_package_replaces_the_bundled_default(order, use_dists, scripted):
+    use_dists(*reversed(order))  # each is put first on sys.path in turn
     scripted(reply("hi"))
     kernel = load()
     records = ours(kernel.records)

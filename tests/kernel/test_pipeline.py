@@ -565,3 +565,17 @@ async def test_a_provider_bug_mid_stream_ends_the_stream_with_one_terminal(
     assert "ZeroDivisionError: adapter bug" in str(final.error)
     assert provider.endings == ["finished"]
     assert any("ZeroDivisionError" in line for line in log_lines)
+
+
+async def test_an_attempt_the_provider_reports_cancelled_is_not_offered_for_retry(
+    make_kernel, scripted
+):
+    aborted = Aborted("cancelled", InferenceError("cancelled", "the upstream cancelled it"))
+    provider = scripted([BlockStart(0, "text"), aborted])
+    policy = Policy(Retry(0.001))
+    kernel = make_kernel(plugins={"policy": policy})
+    async with kernel:
+        events = await collect(kernel.stream(request()))
+    assert events[-1] is aborted
+    assert policy.asked == []
+    assert provider.calls == 1

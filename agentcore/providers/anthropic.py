@@ -46,6 +46,7 @@ from agentcore.providers.http import (
     MID_STREAM,
     build_client,
     copy_usage,
+    drain,
     ended_early,
     error_from_exception,
     error_from_payload,
@@ -354,6 +355,8 @@ class AnthropicProvider:
                         # "ping" and event types added later: nothing to do.
                     if finished or chunk is None:
                         break
+                if chunk is not None:
+                    await drain(chunks)
         except httpx.HTTPError as exc:
             if stop_reason is None:
                 yield Failed(error_from_exception(exc, provider=name, model=model))

@@ -12,7 +12,9 @@ Nothing here retries: that is the retry plugin's job.
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -45,6 +47,7 @@ __all__ = [
     "build_client",
     "classify",
     "copy_usage",
+    "drain",
     "ended_early",
     "error_from_exception",
     "error_from_payload",
@@ -86,9 +89,17 @@ def build_client(
         base_url=base_url.rstrip("/"),
         headers=merged,
         timeout=timeout,
+        verify=_ssl_context(),
         limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
         follow_redirects=False,
     )
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for every provider: loading the CA bundle costs tens of milliseconds,
+    which every client would otherwise pay again (httpx honours SSL_CERT_FILE/_DIR here)."""
+    return httpx.create_ssl_context()
 
 
 def resolve_key(
@@ -568,6 +579,14 @@ async def post_json(
             provider=provider,
             model=model,
         ) from None
+
+
+async def drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read a stream's body to its end after the terminal event, as the official SDKs do:
+    a response closed with unread bytes takes its connection down with it, one read to
+    the end gives the connection back to the pool."""
+    async for _ in chunks:
+        pass
 
 
 def is_event_stream(response: httpx.Response) -> bool:

@@ -54,6 +54,7 @@ from agentcore.providers.http import (
     MID_STREAM,
     build_client,
     copy_usage,
+    drain,
     ended_early,
     error_from_exception,
     error_from_payload,
@@ -360,6 +361,7 @@ class OpenAIProvider:
                         yield event
                     return
                 chunks = response.aiter_bytes()
+                chunk: bytes | None = b""
                 while not done:
                     chunk = await anext(chunks, None)
                     if chunk is None:
@@ -415,6 +417,8 @@ class OpenAIProvider:
                         if obj.get("usage"):
                             _usage(obj["usage"], state.usage)
                             yield UsageUpdate(copy_usage(state.usage))
+                if chunk is not None:
+                    await drain(chunks)
         except httpx.HTTPError as exc:
             if state.finish is None:
                 yield Failed(error_from_exception(exc, provider=name, model=model))

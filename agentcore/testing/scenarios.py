@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any, Literal, TypeAlias
 
@@ -130,6 +130,8 @@ class Scenario:
     chunk_delay_s: float = 0.0
     timestamps: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
+    retry_after_date_in: float | None = None
+    """Send ``retry-after`` as the HTTP date this many seconds after the reply is sent."""
 
     def replace(self, **changes: Any) -> Scenario:
         """A copy with some fields changed: ``Scenario.text("hi").replace(model="m-2")``."""
@@ -318,13 +320,11 @@ class Scenario:
             headers["retry-after"] = str(retry_after)
         if retry_after_ms is not None:
             headers["retry-after-ms"] = str(retry_after_ms)
-        if retry_after_date is not None:
-            when = (
-                retry_after_date
-                if isinstance(retry_after_date, datetime)
-                else datetime.fromtimestamp(time.time() + retry_after_date).astimezone()
-            )
-            headers["retry-after"] = format_datetime(when, usegmt=when.utcoffset() is not None)
+        date_in: float | None = None
+        if isinstance(retry_after_date, datetime):
+            headers["retry-after"] = http_date(retry_after_date)
+        elif retry_after_date is not None:
+            date_in = float(retry_after_date)  # made into a date when the reply is sent
         extra: dict[str, Any] = {}
         if body_retry_after is not None:
             extra["retry_after"] = body_retry_after
@@ -340,6 +340,7 @@ class Scenario:
             message=message,
             error_extra=extra,
             headers=headers,
+            retry_after_date_in=date_in,
             **options,
         )
 
@@ -451,7 +452,19 @@ def render(scenario: Scenario, wire: Wire, request: Any) -> Play:
     else:
         play = _OpenAI(scenario, model).render(streamed)
     play.headers.update(scenario.headers)
+    if scenario.retry_after_date_in is not None:
+        when = datetime.fromtimestamp(time.time() + scenario.retry_after_date_in, UTC)
+        play.headers["retry-after"] = http_date(when)
     return play
+
+
+def http_date(when: datetime) -> str:
+    """An HTTP date (RFC 9110), rounded up to the next second so the wait is never short."""
+    if when.tzinfo is None:
+        when = when.astimezone()
+    if when.microsecond:
+        when = when.replace(microsecond=0) + timedelta(seconds=1)
+    return format_datetime(when.astimezone(UTC), usegmt=True)
 
 
 def _error_body(wire: Wire, scenario: Scenario) -> Any:
@@ -486,7 +499,7 @@ def _json_bytes(value: Any) -> bytes:
         return value
     if isinstance(value, str):
         return value.encode()
-    return json.dumps(value).encode()
+    return json.dumps(value, ensure_ascii=False).encode()
 
 
 class _Anthropic:
@@ -556,14 +569,13 @@ class _Anthropic:
         if text:
             content.append({"type": "text", "text": text})
         if s.kind == "tool_use":
-            if s.cut_tool:
-                raise Unplayable("a tool call cut off at max_tokens has no whole form")
+            # Cut off at max_tokens, a whole reply carries the call with what input parsed: none.
             content.append(
                 {
                     "type": "tool_use",
                     "id": s.tool_id,
                     "name": s.tool_name,
-                    "input": dict(s.tool_input),
+                    "input": {} if s.cut_tool else dict(s.tool_input),
                 }
             )
         message["content"] = content
@@ -843,15 +855,16 @@ class _OpenAI:
         else:
             finish = self.finish()
         if s.kind == "tool_use":
-            if s.cut_tool:
-                raise Unplayable("a tool call cut off at max_tokens has no whole form")
+            # Cut off at max_tokens, the arguments string is cut off too.
             message["tool_calls"] = [
                 {
                     "id": s.tool_id,
                     "type": "function",
-                    "function": {"name": s.tool_name, "arguments": json.dumps(dict(s.tool_input))},
+                    "function": {"name": s.tool_name, "arguments": _tool_json(s)[1]},
                 }
             ]
+            if s.cut_tool:
+                finish = "length"
         choice: dict[str, Any] = {
             "index": 0,
             "message": message,
@@ -971,7 +984,7 @@ def _encode(frame: Frame, emitted_at: float | None = None) -> bytes:
     name, payload = frame
     if emitted_at is not None:
         payload = {**payload, "agentcore_emitted_at": emitted_at}
-    data = json.dumps(payload, separators=(",", ":"))
+    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     if name is None:
         return f"data: {data}\n\n".encode()
     return f"event: {name}\ndata: {data}\n\n".encode()

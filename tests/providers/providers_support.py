@@ -1,0 +1,112 @@
+"""Helpers shared by the provider tests: SSE payloads, awkward splits, mocked responses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import httpx
+
+from agentcore.inference import (
+    Complete,
+    Failed,
+    InferenceError,
+    Message,
+    Request,
+    StreamEvent,
+    Token,
+)
+from agentcore.providers.base import Provider
+
+KEY = "sk-test-secret-key-123456"
+KEY_ENV = "PROVIDER_TEST_KEY"
+
+SNOWMAN = "\u2603"  # three bytes in UTF-8
+FACE = "\U0001f642"  # four bytes in UTF-8
+
+
+def request(text: str = "hi", **kwargs: Any) -> Request:
+    return Request("x:m", [Message.user(text)], **kwargs)
+
+
+def sse(*events: tuple[str | None, Any], eol: str = "\n") -> bytes:
+    """Encode events as an SSE body: (event name or None, JSON value or raw str)."""
+    out: list[str] = []
+    for name, data in events:
+        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+        lines = ([f"event: {name}"] if name else []) + [f"data: {text}"]
+        out.append(eol.join(lines) + eol + eol)
+    return "".join(out).encode()
+
+
+class ChunkStream(httpx.AsyncByteStream):
+    """A response body delivered in the given chunks; remembers whether it was closed."""
+
+    def __init__(self, chunks: Sequence[bytes], *, hang: bool = False) -> None:
+        self.chunks = list(chunks)
+        self.hang = hang
+        self.closed = False
+        self.sent = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            self.sent += 1
+            yield chunk
+        if self.hang:
+            import asyncio
+
+            await asyncio.Event().wait()
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def streamed(chunks: Sequence[bytes], status: int = 200, **kwargs: Any) -> httpx.Response:
+    headers = {"content-type": "text/event-stream", **kwargs.pop("headers", {})}
+    return httpx.Response(status, headers=headers, stream=ChunkStream(chunks, **kwargs))
+
+
+def splits(payload: bytes, *, every: int = 1) -> Iterator[list[bytes]]:
+    """The payload whole, byte by byte, and cut in two at every `every`-th position."""
+    yield [payload]
+    yield [payload[i : i + 1] for i in range(len(payload))]
+    for cut in range(1, len(payload), every):
+        yield [payload[:cut], payload[cut:]]
+
+
+def awkward_cuts(payload: bytes, *markers: bytes) -> list[int]:
+    """Positions just inside each marker: mid-line, mid-character, between CR and LF."""
+    cuts: list[int] = []
+    for marker in markers:
+        at = payload.find(marker)
+        assert at >= 0, marker
+        cuts.extend(range(at, at + len(marker) + 1))
+    return sorted(set(cuts))
+
+
+async def collect(provider: Provider, req: Request | None = None) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    try:
+        async for event in provider.stream(req or request(), "m"):
+            events.append(event)
+    except InferenceError as error:
+        events.append(Failed(error))
+    return events
+
+
+def terminal(events: list[StreamEvent]) -> StreamEvent:
+    ends = [e for e in events if isinstance(e, Complete | Failed)]
+    assert len(ends) == 1, events
+    assert events[-1] is ends[0], "the terminal event must be the last"
+    return ends[0]
+
+
+def visible(events: list[StreamEvent]) -> str:
+    return "".join(e.text for e in events if isinstance(e, Token) and e.visible)
+
+
+def invisible(events: list[StreamEvent], block: str) -> str:
+    return "".join(
+        e.text for e in events if isinstance(e, Token) and not e.visible and e.block == block
+    )

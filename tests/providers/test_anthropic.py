@@ -1,0 +1,577 @@
+"""The Anthropic adapter on recorded-style SSE bytes (respx), split at awkward boundaries."""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+
+import httpx
+import pytest
+import respx
+from providers_support import (
+    FACE,
+    KEY,
+    KEY_ENV,
+    SNOWMAN,
+    ChunkStream,
+    awkward_cuts,
+    collect,
+    invisible,
+    request,
+    splits,
+    sse,
+    streamed,
+    terminal,
+    visible,
+)
+
+from agentcore.inference import (
+    BlockStart,
+    BlockStop,
+    Complete,
+    Failed,
+    InferenceError,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    Token,
+    Tool,
+    ToolResultBlock,
+    ToolUseBlock,
+    UsageUpdate,
+)
+from agentcore.log import redact
+from agentcore.providers import create_provider
+from agentcore.providers.anthropic import AnthropicProvider
+from agentcore.settings import InferenceSettings, ProviderSettings
+
+BASE = "http://anthropic.test"
+URL = f"{BASE}/v1/messages"
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> AnthropicProvider:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    config = ProviderSettings(kind="anthropic", base_url=BASE, api_key_env=KEY_ENV)
+    made = create_provider("anth", config, InferenceSettings())
+    assert isinstance(made, AnthropicProvider)
+    return made
+
+
+def message_start(model: str = "claude-served-1") -> tuple[str, object]:
+    return (
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": 25,
+                    "output_tokens": 1,
+                    "cache_read_input_tokens": 7,
+                    "cache_creation_input_tokens": 3,
+                },
+            },
+        },
+    )
+
+
+def block_start(index: int, block: dict[str, object]) -> tuple[str, object]:
+    return (
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+def delta(index: int, body: dict[str, object]) -> tuple[str, object]:
+    return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": body})
+
+
+def text_delta(index: int, text: str) -> tuple[str, object]:
+    return delta(index, {"type": "text_delta", "text": text})
+
+
+def block_stop(index: int) -> tuple[str, object]:
+    return ("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def message_end(
+    stop: str, sequence: str | None = None, output: int = 9
+) -> list[tuple[str, object]]:
+    return [
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": sequence},
+                "usage": {"output_tokens": output},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+
+
+PING = ("ping", {"type": "ping"})
+TEXT = f"Hello, w\u00f6rld {SNOWMAN}{FACE}!"
+
+
+def text_stream(stop: str = "end_turn", sequence: str | None = None, eol: str = "\n") -> bytes:
+    return sse(
+        message_start(),
+        block_start(0, {"type": "text", "text": ""}),
+        PING,
+        text_delta(0, "Hello, w\u00f6rld "),
+        text_delta(0, f"{SNOWMAN}{FACE}"),
+        text_delta(0, "!"),
+        block_stop(0),
+        *message_end(stop, sequence),
+        eol=eol,
+    )
+
+
+async def test_text_stream_at_every_split(provider: AnthropicProvider) -> None:
+    payload = text_stream()
+    with respx.mock(assert_all_called=False) as mock:
+        route = mock.post(URL)
+        for chunks in splits(payload, every=7):
+            route.mock(return_value=streamed(chunks))
+            events = await collect(provider)
+            end = terminal(events)
+            assert isinstance(end, Complete), (chunks, events)
+            assert visible(events) == TEXT
+            response = end.response
+            assert response.content == [TextBlock(TEXT)]
+            assert (response.stop.reason, response.stop.raw) == ("end_turn", "end_turn")
+            assert (response.model_requested, response.model_served) == ("m", "claude-served-1")
+            usage = response.usage
+            assert (usage.input_tokens, usage.output_tokens) == (25, 9)
+            assert (usage.cache_read_tokens, usage.cache_creation_tokens) == (7, 3)
+
+
+async def test_awkward_boundaries(provider: AnthropicProvider) -> None:
+    """Mid-line, mid-UTF-8 character, mid-event, between CR and LF."""
+    for eol in ("\n", "\r\n", "\r"):
+        payload = text_stream(eol=eol)
+        markers = [SNOWMAN.encode(), FACE.encode(), b"event: content_block_delta"]
+        cuts = awkward_cuts(payload, *markers, *([b"\r\n"] if eol == "\r\n" else []))
+        with respx.mock() as mock:
+            route = mock.post(URL)
+            for cut in cuts:
+                route.mock(return_value=streamed([payload[:cut], payload[cut:]]))
+                events = await collect(provider)
+                end = terminal(events)
+                assert isinstance(end, Complete), (eol, cut, events)
+                assert end.response.text == TEXT
+
+
+async def test_event_order_and_shapes(provider: AnthropicProvider) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([text_stream()]))
+        events = await collect(provider)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == [
+        "UsageUpdate",
+        "BlockStart",
+        "Token",
+        "Token",
+        "Token",
+        "BlockStop",
+        "UsageUpdate",
+        "Complete",
+    ]
+    assert events[1] == BlockStart(0, "text")
+    assert events[2] == Token("Hello, w\u00f6rld ", "text", 0, True)
+    assert events[5] == BlockStop(0, TextBlock(TEXT))
+    first_usage = events[0]
+    assert isinstance(first_usage, UsageUpdate) and first_usage.usage.output_tokens == 1
+
+
+async def test_request_wire_format_and_headers(provider: AnthropicProvider) -> None:
+    req = request(
+        "What's the weather?",
+        system="Be brief.",
+        max_tokens=77,
+        temperature=0.2,
+        stop_sequences=["END"],
+        tools=[Tool("get_weather", "Look it up", {"type": "object"})],
+        extras={"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    )
+    req.messages += [
+        Message(
+            "assistant", [ThinkingBlock("hmm", "sig"), ToolUseBlock("t1", "get_weather", {"c": 1})]
+        ),
+        Message("user", [ToolResultBlock("t1", "sunny")]),
+    ]
+    with respx.mock() as mock:
+        route = mock.post(URL).mock(return_value=streamed([text_stream()]))
+        await collect(provider, req)
+    sent = route.calls.last.request
+    assert sent.headers["x-api-key"] == KEY
+    assert sent.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in sent.headers
+    body = json.loads(sent.content)
+    assert body["model"] == "m" and body["stream"] is True
+    assert body["max_tokens"] == 77 and body["temperature"] == 0.2
+    assert body["system"] == "Be brief." and body["stop_sequences"] == ["END"]
+    assert body["tools"] == [
+        {"name": "get_weather", "description": "Look it up", "input_schema": {"type": "object"}}
+    ]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "What's the weather?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"c": 1}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "sunny", "is_error": False}
+            ],
+        },
+    ]
+
+
+def test_key_is_registered_as_a_secret(provider: AnthropicProvider) -> None:
+    assert KEY not in redact(f"x-api-key: {KEY} and again {KEY}")
+
+
+def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    config = ProviderSettings(kind="anthropic", base_url=BASE, api_key_env="NO_SUCH_KEY_VAR")
+    with pytest.raises(InferenceError) as info:
+        AnthropicProvider("anth", config, InferenceSettings())
+    assert info.value.kind == "auth" and "NO_SUCH_KEY_VAR" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("stop", "reason"),
+    [
+        ("end_turn", "end_turn"),
+        ("max_tokens", "max_tokens"),
+        ("stop_sequence", "stop_sequence"),
+        ("tool_use", "tool_use"),
+        ("pause_turn", "pause_turn"),
+        ("refusal", "refusal"),
+        ("model_context_window_exceeded", "max_tokens"),
+        ("brand_new_reason", "end_turn"),
+    ],
+)
+async def test_stop_reasons(provider: AnthropicProvider, stop: str, reason: str) -> None:
+    sequence = "END" if stop == "stop_sequence" else None
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([text_stream(stop, sequence)]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Complete)
+    assert (end.response.stop.reason, end.response.stop.raw) == (reason, stop)
+    assert end.response.stop.sequence == sequence
+
+
+async def test_unknown_stop_as_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    config = ProviderSettings(kind="anthropic", base_url=BASE, api_key_env=KEY_ENV)
+    strict = AnthropicProvider("anth", config, InferenceSettings(unknown_stop="error"))
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([text_stream("brand_new_reason")]))
+        end = terminal(await collect(strict))
+    assert isinstance(end, Failed) and "brand_new_reason" in end.error.message
+
+
+def tool_stream(cut: bool) -> bytes:
+    arguments = '{"city": "Os', 'lo", "unit": "c"}'
+    events = [
+        message_start(),
+        block_start(0, {"type": "text", "text": ""}),
+        text_delta(0, "Checking."),
+        block_stop(0),
+        block_start(1, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}),
+        delta(1, {"type": "input_json_delta", "partial_json": ""}),
+        delta(1, {"type": "input_json_delta", "partial_json": arguments[0]}),
+    ]
+    if not cut:
+        events += [
+            delta(1, {"type": "input_json_delta", "partial_json": arguments[1]}),
+            block_stop(1),
+        ]
+    events += message_end("max_tokens" if cut else "tool_use")
+    return sse(*events)
+
+
+async def test_tool_use(provider: AnthropicProvider) -> None:
+    payload = tool_stream(cut=False)
+    with respx.mock() as mock:
+        route = mock.post(URL)
+        for chunks in splits(payload, every=11):
+            route.mock(return_value=streamed(chunks))
+            events = await collect(provider)
+            end = terminal(events)
+            assert isinstance(end, Complete)
+            assert end.response.stop.reason == "tool_use"
+            assert end.response.content == [
+                TextBlock("Checking."),
+                ToolUseBlock("toolu_1", "get_weather", {"city": "Oslo", "unit": "c"}),
+            ]
+            assert invisible(events, "tool_use") == '{"city": "Oslo", "unit": "c"}'
+            assert visible(events) == "Checking."
+            assert BlockStart(1, "tool_use", "get_weather", "toolu_1") in events
+
+
+async def test_tool_use_cut_at_max_tokens(provider: AnthropicProvider) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([tool_stream(cut=True)]))
+        events = await collect(provider)
+    end = terminal(events)
+    assert isinstance(end, Complete)
+    assert end.response.stop.reason == "max_tokens"
+    assert end.response.tool_calls == [ToolUseBlock("toolu_1", "get_weather", {})]
+    # The unclosed block is closed before the terminal, so starts and stops pair up.
+    assert sum(isinstance(e, BlockStart) for e in events) == sum(
+        isinstance(e, BlockStop) for e in events
+    )
+
+
+async def test_thinking_before_text(provider: AnthropicProvider) -> None:
+    payload = sse(
+        message_start(),
+        block_start(0, {"type": "thinking", "thinking": ""}),
+        delta(0, {"type": "thinking_delta", "thinking": "Let me "}),
+        delta(0, {"type": "thinking_delta", "thinking": "think."}),
+        delta(0, {"type": "signature_delta", "signature": "EqQBCgYIAR"}),
+        block_stop(0),
+        block_start(1, {"type": "redacted_thinking", "data": "xyz"}),
+        block_stop(1),
+        block_start(2, {"type": "text", "text": ""}),
+        text_delta(2, "42"),
+        block_stop(2),
+        *message_end("end_turn"),
+    )
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        events = await collect(provider)
+    end = terminal(events)
+    assert isinstance(end, Complete)
+    assert end.response.content == [ThinkingBlock("Let me think.", "EqQBCgYIAR"), TextBlock("42")]
+    assert invisible(events, "thinking") == "Let me think."
+    assert visible(events) == "42"
+    assert all(e.block == "thinking" for e in events if isinstance(e, Token) and not e.visible)
+
+
+@pytest.mark.parametrize(
+    ("etype", "kind", "retryable"),
+    [
+        ("overloaded_error", "overloaded", True),
+        ("rate_limit_error", "rate_limit", True),
+        ("api_error", "server", True),
+        ("invalid_request_error", "invalid_request", False),
+        ("authentication_error", "auth", False),
+    ],
+)
+async def test_error_event_mid_stream(
+    provider: AnthropicProvider, etype: str, kind: str, retryable: bool
+) -> None:
+    payload = sse(
+        message_start(),
+        block_start(0, {"type": "text", "text": ""}),
+        text_delta(0, "Part"),
+        ("error", {"type": "error", "error": {"type": etype, "message": "Boom"}}),
+    )
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        events = await collect(provider)
+    end = terminal(events)
+    assert isinstance(end, Failed)
+    assert (end.error.kind, end.error.retryable, end.error.code) == (kind, retryable, etype)
+    assert end.error.message == "The provider reported an error mid-stream: Boom"
+    assert visible(events) == "Part"
+
+
+async def test_stream_ending_without_message_stop(provider: AnthropicProvider) -> None:
+    payload = sse(
+        message_start(), block_start(0, {"type": "text", "text": ""}), text_delta(0, "Hi")
+    )
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed)
+    assert (end.error.kind, end.error.code) == ("network", "no_terminal")
+
+
+async def test_stream_broken_mid_way(provider: AnthropicProvider) -> None:
+    class Broken(ChunkStream):
+        async def __aiter__(self):  # type: ignore[no-untyped-def]
+            yield self.chunks[0]
+            raise httpx.RemoteProtocolError("peer closed connection")
+
+    payload = sse(
+        message_start(), block_start(0, {"type": "text", "text": ""}), text_delta(0, "Hi")
+    )
+    stream = Broken([payload])
+    with respx.mock() as mock:
+        mock.post(URL).mock(
+            return_value=httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, stream=stream
+            )
+        )
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed) and end.error.kind == "network"
+    assert stream.closed
+
+
+async def test_non_json_event_fails_typed(provider: AnthropicProvider) -> None:
+    payload = sse(message_start(), ("content_block_delta", "{not json"))
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed) and end.error.kind == "server"
+
+
+async def test_leaving_early_closes_the_response(provider: AnthropicProvider) -> None:
+    payload = sse(
+        message_start(), block_start(0, {"type": "text", "text": ""}), text_delta(0, "Hi")
+    )
+    response = streamed([payload], hang=True)
+    stream = response.stream
+    assert isinstance(stream, ChunkStream)
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=response)
+        async with aclosing(provider.stream(request(), "m")) as events:
+            async for event in events:
+                if isinstance(event, Token):
+                    break
+    assert stream.closed
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "kind", "wait"),
+    [
+        (
+            429,
+            {"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}},
+            {"retry-after": "3"},
+            "rate_limit",
+            3.0,
+        ),
+        (
+            529,
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            {},
+            "overloaded",
+            None,
+        ),
+        (
+            500,
+            {"type": "error", "error": {"type": "api_error", "message": "oops"}},
+            {},
+            "server",
+            None,
+        ),
+        (
+            400,
+            {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}},
+            {},
+            "invalid_request",
+            None,
+        ),
+        (
+            401,
+            {"type": "error", "error": {"type": "authentication_error", "message": "no"}},
+            {},
+            "auth",
+            None,
+        ),
+        (
+            400,
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 300000 tokens > 200000 maximum",
+                },
+            },
+            {},
+            "context_length",
+            None,
+        ),
+    ],
+)
+async def test_http_errors_streamed_and_whole(
+    provider: AnthropicProvider,
+    status: int,
+    body: object,
+    headers: dict[str, str],
+    kind: str,
+    wait: float | None,
+) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=httpx.Response(status, json=body, headers=headers))
+        end = terminal(await collect(provider))
+        with pytest.raises(InferenceError) as info:
+            await provider.complete(request(), "m")
+    assert isinstance(end, Failed)
+    for error in (end.error, info.value):
+        assert (error.kind, error.status, error.retry_after_s) == (kind, status, wait)
+
+
+async def test_whole_reply(provider: AnthropicProvider) -> None:
+    body = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-served-2",
+        "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "s"},
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {"city": "Oslo"}},
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 20, "cache_read_input_tokens": 4},
+    }
+    with respx.mock() as mock:
+        route = mock.post(URL).mock(return_value=httpx.Response(200, json=body))
+        response = await provider.complete(request(), "m")
+    assert json.loads(route.calls.last.request.content)["stream"] is False
+    assert response.content == [
+        ThinkingBlock("hmm", "s"),
+        TextBlock("Let me look."),
+        ToolUseBlock("toolu_9", "get_weather", {"city": "Oslo"}),
+    ]
+    assert response.stop.reason == "tool_use"
+    assert (response.model_requested, response.model_served) == ("m", "claude-served-2")
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (10, 20)
+    assert response.usage.cache_read_tokens == 4
+
+
+async def test_whole_network_failure_is_typed(provider: AnthropicProvider) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
+        with pytest.raises(InferenceError) as info:
+            await provider.complete(request(), "m")
+        end = terminal(await collect(provider))
+    assert info.value.kind == "network"
+    assert isinstance(end, Failed) and end.error.kind == "network"
+
+
+async def test_json_body_where_a_stream_was_asked(provider: AnthropicProvider) -> None:
+    body = {
+        "type": "message",
+        "model": "claude-x",
+        "content": [{"type": "text", "text": "whole"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=httpx.Response(200, json=body))
+        events = await collect(provider)
+    end = terminal(events)
+    assert isinstance(end, Complete) and end.response.text == "whole"
+    assert visible(events) == "whole"

@@ -1,0 +1,417 @@
+"""Every wire format and every ending, streamed and whole, through the kernel against the
+loopback provider server; each case also proves no HTTP connection is left open."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loguru import logger
+
+from agentcore.inference import (
+    Aborted,
+    Complete,
+    Failed,
+    InferenceError,
+    Message,
+    Request,
+    StreamEvent,
+    TextBlock,
+    ThinkingBlock,
+    Token,
+    ToolUseBlock,
+)
+from agentcore.kernel import Kernel
+from agentcore.providers.http import MID_STREAM
+from agentcore.providers.openai import FINISH_ERROR
+from agentcore.testing import API_KEY, LoopbackServer, Scenario
+
+PROVIDERS = ["anthropic", "openai", "openrouter", "compat"]
+OPENAI_FAMILY = ["openai", "openrouter", "compat"]
+TEXT = "Hello there, w\u00f6rld \u2603"
+
+
+@dataclass
+class Outcome:
+    """What the consumer saw: the terminal (Complete, Failed or Aborted) and every event."""
+
+    end: Complete | Failed | Aborted
+    events: list[StreamEvent]
+
+    @property
+    def visible(self) -> str:
+        return "".join(e.text for e in self.events if isinstance(e, Token) and e.visible)
+
+    @property
+    def error(self) -> InferenceError:
+        assert isinstance(self.end, Failed | Aborted), self.end
+        return self.end.error
+
+
+@pytest.fixture
+def kernel_for(loopback_settings: Callable[..., Path]) -> Callable[..., Kernel]:
+    def make(**inference: Any) -> Kernel:
+        path = loopback_settings(inference=inference or None)
+        return Kernel.load(path, environ={}, discover_plugins=False)
+
+    return make
+
+
+def request(provider: str) -> Request:
+    return Request(f"{provider}:model-x", [Message.user("hi")], stop_sequences=["END"])
+
+
+async def run(kernel: Kernel, provider: str, streamed: bool) -> Outcome:
+    req = request(provider)
+    if not streamed:
+        try:
+            return Outcome(Complete(await kernel.complete(req)), [])
+        except InferenceError as error:
+            return Outcome(Failed(error), [])
+    events = [event async for event in kernel.stream(req)]
+    ends = [e for e in events if isinstance(e, Complete | Failed | Aborted)]
+    assert len(ends) == 1 and events[-1] is ends[0], events
+    return Outcome(ends[0], events)
+
+
+async def play(
+    server: LoopbackServer,
+    kernel_for: Callable[..., Kernel],
+    provider: str,
+    streamed: bool,
+    scenario: Scenario,
+    **inference: Any,
+) -> Outcome:
+    """Script one call, make it, and check that nothing is left open, during and after."""
+    server.script(scenario, provider=provider)
+    async with kernel_for(**inference) as kernel:
+        outcome = await run(kernel, provider, streamed)
+        await server.wait_idle(connections=False)  # no request left in flight
+    await server.wait_idle()  # and, once the kernel closed its client, no connection at all
+    assert server.pending(provider) == 0
+    call = server.calls_to(provider)[-1]
+    assert call.stream is streamed
+    return outcome
+
+
+def response(outcome: Outcome) -> Any:
+    assert isinstance(outcome.end, Complete), outcome.end
+    return outcome.end.response
+
+
+# -- endings that complete ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+class TestCompletes:
+    async def test_normal_end(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        scenario = Scenario.text(TEXT, model="served-model-7", input_tokens=11, output_tokens=5)
+        outcome = await play(loopback_provider, kernel_for, provider, streamed, scenario)
+        got = response(outcome)
+        assert got.content == [TextBlock(TEXT)]
+        assert got.stop.reason == "end_turn"
+        assert (got.model_requested, got.model_served, got.provider) == (
+            "model-x",
+            "served-model-7",
+            provider,
+        )
+        assert (got.usage.input_tokens, got.usage.output_tokens) == (11, 5)
+        if streamed:
+            assert outcome.visible == TEXT
+            assert len([e for e in outcome.events if isinstance(e, Token)]) > 1
+
+    async def test_max_tokens(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        outcome = await play(
+            loopback_provider, kernel_for, provider, streamed, Scenario.max_tokens("Cut at")
+        )
+        assert response(outcome).stop.reason == "max_tokens"
+        assert response(outcome).text == "Cut at"
+
+    async def test_stop_sequence(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        scenario = Scenario.stop_sequence("1 2 3", sequence="END")
+        stop = response(
+            await play(loopback_provider, kernel_for, provider, streamed, scenario)
+        ).stop
+        assert (stop.reason, stop.sequence) == ("stop_sequence", "END")
+
+    async def test_refusal(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        got = response(
+            await play(loopback_provider, kernel_for, provider, streamed, Scenario.refusal())
+        )
+        assert got.stop.reason == "refusal"
+        assert got.stop.raw == ("refusal" if provider == "anthropic" else "content_filter")
+
+    async def test_tool_use(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        scenario = Scenario.tool_use("get_weather", {"city": "Oslo"}, text="Let me check.")
+        outcome = await play(loopback_provider, kernel_for, provider, streamed, scenario)
+        got = response(outcome)
+        assert got.stop.reason == "tool_use"
+        assert got.content == [
+            TextBlock("Let me check."),
+            ToolUseBlock("toolu_loopback_1", "get_weather", {"city": "Oslo"}),
+        ]
+        if streamed:
+            assert outcome.visible == "Let me check."  # tool input is never visible
+
+    async def test_tool_use_cut_at_max_tokens(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        scenario = Scenario.tool_use("get_weather", {"city": "Oslo"}, cut=True)
+        got = response(await play(loopback_provider, kernel_for, provider, streamed, scenario))
+        assert got.stop.reason == "max_tokens"
+        assert [(c.id, c.name) for c in got.tool_calls] == [("toolu_loopback_1", "get_weather")]
+
+    async def test_thinking_before_text(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        scenario = Scenario.thinking("Let me think.", "The answer is 42.")
+        outcome = await play(loopback_provider, kernel_for, provider, streamed, scenario)
+        got = response(outcome)
+        assert [type(b) for b in got.content] == [ThinkingBlock, TextBlock]
+        assert got.content[0].thinking == "Let me think."
+        assert got.text == "The answer is 42."
+        if streamed:
+            assert outcome.visible == "The answer is 42."
+            thinking = [e for e in outcome.events if isinstance(e, Token) and e.block == "thinking"]
+            assert thinking and not any(e.visible for e in thinking)
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_pause_turn(
+    loopback_provider: LoopbackServer, kernel_for: Any, streamed: bool
+) -> None:
+    scenario = Scenario.pause_turn("Still working.")
+    got = response(await play(loopback_provider, kernel_for, "anthropic", streamed, scenario))
+    assert got.stop.reason == "pause_turn"
+
+
+async def test_unplayable_scenario_says_so(
+    loopback_provider: LoopbackServer, kernel_for: Any
+) -> None:
+    outcome = await play(loopback_provider, kernel_for, "openai", True, Scenario.pause_turn())
+    assert outcome.error.kind == "invalid_request"
+    assert (
+        "cannot be played" in outcome.error.message or "no finish_reason" in outcome.error.message
+    )
+
+
+# -- endings that fail inside a 200 ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+class TestFailsInside200:
+    async def test_error_mid_stream(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        scenario = Scenario.stream_error(
+            "Partial ", error_type="overloaded_error", message="Overloaded"
+        )
+        error = (await play(loopback_provider, kernel_for, provider, streamed, scenario)).error
+        assert (error.kind, error.retryable) == ("overloaded", True)
+        if streamed:
+            assert error.message == MID_STREAM + "Overloaded"
+        elif provider == "anthropic":
+            assert error.status == 529  # a whole call gets the status the type implies
+        else:
+            assert error.status == 200  # OpenRouter answers 200 with only the error
+
+    async def test_error_body_in_a_200(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        scenario = Scenario.error_body("Provider returned error", code=502)
+        error = (await play(loopback_provider, kernel_for, provider, streamed, scenario)).error
+        assert error.message == "Provider returned error"
+        assert error.kind == "server" and error.status == 200
+
+    async def test_connection_cut(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        outcome = await play(
+            loopback_provider, kernel_for, provider, streamed, Scenario.cut("Part ")
+        )
+        assert (outcome.error.kind, outcome.error.retryable) == ("network", True)
+        if streamed:
+            assert outcome.visible == "Part "
+
+    async def test_stream_that_just_stops(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        scenario = Scenario.cut("Part ", clean=True)
+        error = (await play(loopback_provider, kernel_for, provider, streamed, scenario)).error
+        if streamed:
+            assert (error.kind, error.code) == ("network", "no_terminal")
+        else:
+            assert error.kind == "server" and "not JSON" in error.message  # a half body
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("provider", OPENAI_FAMILY)
+async def test_bare_finish_reason_error(
+    loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+) -> None:
+    outcome = await play(loopback_provider, kernel_for, provider, streamed, Scenario.finish_error())
+    assert outcome.error.message == FINISH_ERROR
+    assert outcome.error.kind == "server"
+
+
+# -- stalls ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("after", ["", "Some text "], ids=["before-text", "after-text"])
+async def test_stall_is_cut_by_the_progress_timeout(
+    loopback_provider: LoopbackServer, kernel_for: Any, provider: str, after: str
+) -> None:
+    # Pings keep coming; they are not progress.
+    scenario = Scenario.stall(after, keepalive_s=0.02)
+    outcome = await play(
+        loopback_provider, kernel_for, provider, True, scenario, progress_timeout_s=0.2
+    )
+    assert isinstance(outcome.end, Aborted) and outcome.end.reason == "timeout"
+    assert (outcome.error.kind, outcome.error.code) == ("timeout", "progress_timeout")
+    assert outcome.visible == after
+    assert loopback_provider.calls_to(provider)[-1].disconnected
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_whole_stall_is_cut_by_the_request_timeout(
+    loopback_provider: LoopbackServer, kernel_for: Any, provider: str
+) -> None:
+    outcome = await play(
+        loopback_provider, kernel_for, provider, False, Scenario.stall(), request_timeout_s=0.2
+    )
+    assert (outcome.error.kind, outcome.error.code) == ("timeout", "request_timeout")
+    assert loopback_provider.calls_to(provider)[-1].disconnected
+
+
+# -- HTTP errors ----------------------------------------------------------------
+
+RATE_LIMITS = {
+    "retry-after seconds": (Scenario.rate_limit(retry_after=2), 2.0),
+    "retry-after-ms": (Scenario.rate_limit(retry_after_ms=1500), 1.5),
+    "retry-after date": (Scenario.rate_limit(retry_after_date=30), 30.0),
+    "body retry_after": (Scenario.rate_limit(body_retry_after=7), 7.0),
+    "body retry_after_ms": (Scenario.rate_limit(body_retry_after_ms=2500), 2.5),
+    "body retryDelay": (Scenario.rate_limit(retry_delay="30s"), 30.0),
+    "no stated wait": (Scenario.rate_limit(), None),
+}
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("form", list(RATE_LIMITS))
+async def test_rate_limit_with_each_stated_wait(
+    loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool, form: str
+) -> None:
+    scenario, wait = RATE_LIMITS[form]
+    error = (await play(loopback_provider, kernel_for, provider, streamed, scenario)).error
+    assert (error.kind, error.status, error.retryable) == ("rate_limit", 429, True)
+    if wait is None:
+        assert error.retry_after_s is None
+    elif form == "retry-after date":
+        # An HTTP date has one-second resolution (rounded up) and is relative to now.
+        assert error.retry_after_s is not None and wait - 2 <= error.retry_after_s <= wait + 1
+    else:
+        assert error.retry_after_s == wait
+
+
+HTTP_ERRORS = {
+    "529": (Scenario.overloaded(), "overloaded", 529, True),
+    "500": (Scenario.server_error(), "server", 500, True),
+    "400": (Scenario.bad_request(), "invalid_request", 400, False),
+    "401": (Scenario.unauthorized(), "auth", 401, False),
+    "quota 429": (Scenario.quota(), "quota", 429, False),
+    "context length": (Scenario.context_length(), "context_length", 400, False),
+    "503 with body and headers": (
+        Scenario.http_error(503, body=b"upstream unavailable", headers={"retry-after": "4"}),
+        "server",
+        503,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("case", list(HTTP_ERRORS))
+async def test_http_errors(
+    loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool, case: str
+) -> None:
+    scenario, kind, status, retryable = HTTP_ERRORS[case]
+    error = (await play(loopback_provider, kernel_for, provider, streamed, scenario)).error
+    assert (error.kind, error.status, error.retryable) == (kind, status, retryable)
+    if case == "503 with body and headers":
+        assert (error.message, error.retry_after_s) == ("upstream unavailable", 4.0)
+
+
+# -- connections, keys ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_leaving_a_stream_early_closes_its_connection(
+    loopback_provider: LoopbackServer, kernel_for: Any, provider: str
+) -> None:
+    loopback_provider.script(Scenario.stall("Hello there ", keepalive_s=0.02), provider=provider)
+    async with kernel_for() as kernel:
+        stream: AsyncIterator[StreamEvent] = kernel.stream(request(provider))
+        async with aclosing(stream) as events:  # type: ignore[type-var]
+            async for event in events:
+                if isinstance(event, Token) and event.visible:
+                    break
+        # The kernel (and its pooled client) is still up, yet the server saw the client go.
+        await loopback_provider.wait_idle(connections=False)
+        assert loopback_provider.calls_to(provider)[-1].disconnected
+    await loopback_provider.wait_idle()
+
+
+async def test_pooled_connection_is_reused(
+    loopback_provider: LoopbackServer, kernel_for: Any
+) -> None:
+    loopback_provider.script(*[Scenario.text("hi")] * 3, provider="openai")
+    async with kernel_for() as kernel:
+        for _ in range(3):
+            await run(kernel, "openai", True)
+        await loopback_provider.wait_idle(connections=False)
+        assert loopback_provider.open_connections == 1
+    await loopback_provider.wait_idle()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_key_is_sent_and_never_logged(
+    loopback_provider: LoopbackServer, kernel_for: Any, provider: str
+) -> None:
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="DEBUG", format="{message} {extra}")
+    try:
+        loopback_provider.script(
+            Scenario.unauthorized(), Scenario.text("x", raw_stop="odd_stop"), provider=provider
+        )
+        async with kernel_for() as kernel:
+            await run(kernel, provider, True)
+            await run(kernel, provider, True)
+    finally:
+        logger.remove(sink)
+    headers = loopback_provider.calls_to(provider)[-1].headers
+    if provider == "anthropic":
+        assert headers["x-api-key"] == API_KEY and "authorization" not in headers
+    else:
+        assert headers["authorization"] == f"Bearer {API_KEY}"
+    assert lines, "the unmapped stop token should have been logged"
+    assert not any(API_KEY in line for line in lines)
+    assert API_KEY not in repr(loopback_provider.calls_to(provider)[-1])

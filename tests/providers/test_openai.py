@@ -1,0 +1,692 @@
+"""The chat-completions adapter (openai, openrouter, openai-compatible) on SSE bytes (respx)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from providers_support import (
+    FACE,
+    KEY,
+    KEY_ENV,
+    SNOWMAN,
+    ChunkStream,
+    awkward_cuts,
+    collect,
+    invisible,
+    request,
+    splits,
+    sse,
+    streamed,
+    terminal,
+    visible,
+)
+
+from agentcore.inference import (
+    BlockStart,
+    BlockStop,
+    Complete,
+    Failed,
+    InferenceError,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    Token,
+    Tool,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from agentcore.log import redact
+from agentcore.providers import create_provider
+from agentcore.providers.openai import FINISH_ERROR, OpenAIProvider
+from agentcore.settings import InferenceSettings, ProviderSettings
+
+BASE = "http://openai.test/v1"
+URL = f"{BASE}/chat/completions"
+
+
+def make(kind: str = "openai", *, key: bool = True, **inference: Any) -> OpenAIProvider:
+    config = ProviderSettings(kind=kind, base_url=BASE, api_key_env=KEY_ENV if key else None)  # type: ignore[arg-type]
+    made = create_provider("oa", config, InferenceSettings(**inference))
+    assert isinstance(made, OpenAIProvider)
+    return made
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+@pytest.fixture
+def provider() -> OpenAIProvider:
+    return make()
+
+
+def chunk(
+    delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any
+) -> tuple[None, dict[str, Any]]:
+    choice: dict[str, Any] = {"index": 0, "delta": delta or {}, "finish_reason": finish}
+    choice.update(extra.pop("choice", {}))
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-served-1",
+        "choices": [choice],
+    }
+    body.update(extra)
+    return (None, body)
+
+
+USAGE = (
+    None,
+    {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": "gpt-served-1",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 21,
+            "completion_tokens": 5,
+            "total_tokens": 26,
+            "prompt_tokens_details": {"cached_tokens": 8},
+        },
+    },
+)
+DONE = (None, "[DONE]")
+TEXT = f"Hello, w\u00f6rld {SNOWMAN}{FACE}!"
+
+
+def text_stream(finish: str = "stop", eol: str = "\n", **choice: Any) -> bytes:
+    body = sse(
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Hello, w\u00f6rld "}),
+        chunk({"content": f"{SNOWMAN}{FACE}"}),
+        chunk({"content": "!"}),
+        chunk({}, finish, choice=choice),
+        USAGE,
+        DONE,
+        eol=eol,
+    )
+    # An OpenRouter keep-alive comment in the middle.
+    return body.replace(b"data: {", b": OPENROUTER PROCESSING" + eol.encode() * 2 + b"data: {", 1)
+
+
+async def test_text_stream_at_every_split(provider: OpenAIProvider) -> None:
+    payload = text_stream()
+    with respx.mock() as mock:
+        route = mock.post(URL)
+        for chunks in splits(payload, every=7):
+            route.mock(return_value=streamed(chunks))
+            events = await collect(provider)
+            end = terminal(events)
+            assert isinstance(end, Complete), (chunks, events)
+            assert visible(events) == TEXT
+            response = end.response
+            assert response.content == [TextBlock(TEXT)]
+            assert (response.stop.reason, response.stop.raw) == ("end_turn", "stop")
+            assert (response.model_requested, response.model_served) == ("m", "gpt-served-1")
+            assert (response.usage.input_tokens, response.usage.output_tokens) == (21, 5)
+            assert response.usage.cache_read_tokens == 8
+
+
+async def test_awkward_boundaries(provider: OpenAIProvider) -> None:
+    for eol in ("\n", "\r\n", "\r"):
+        payload = text_stream(eol=eol)
+        markers = [SNOWMAN.encode(), FACE.encode(), b": OPENROUTER", b"[DONE]"]
+        cuts = awkward_cuts(payload, *markers, *([b"\r\n"] if eol == "\r\n" else []))
+        with respx.mock() as mock:
+            route = mock.post(URL)
+            for cut in cuts:
+                route.mock(return_value=streamed([payload[:cut], payload[cut:]]))
+                end = terminal(await collect(provider))
+                assert isinstance(end, Complete), (eol, cut)
+                assert end.response.text == TEXT
+
+
+async def test_events_in_order(provider: OpenAIProvider) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([text_stream()]))
+        events = await collect(provider)
+    assert [type(e).__name__ for e in events] == [
+        "BlockStart",
+        "Token",
+        "Token",
+        "Token",
+        "UsageUpdate",
+        "BlockStop",
+        "Complete",
+    ]
+    assert events[0] == BlockStart(0, "text")
+    assert events[1] == Token("Hello, w\u00f6rld ", "text", 0, True)
+
+
+@pytest.mark.parametrize(
+    ("kind", "limit_field"),
+    [
+        ("openai", "max_completion_tokens"),
+        ("openrouter", "max_tokens"),
+        ("openai-compatible", "max_tokens"),
+    ],
+)
+async def test_request_wire_format(kind: str, limit_field: str) -> None:
+    provider = make(kind)
+    req = request(
+        "Weather?",
+        system="Be brief.",
+        max_tokens=55,
+        temperature=0.5,
+        stop_sequences=["END"],
+        tools=[Tool("get_weather", "Look it up", {"type": "object"})],
+        extras={"top_p": 0.9},
+    )
+    req.messages += [
+        Message(
+            "assistant",
+            [
+                ThinkingBlock("hmm"),
+                TextBlock("Checking."),
+                ToolUseBlock("c1", "get_weather", {"c": 1}),
+            ],
+        ),
+        Message("user", [ToolResultBlock("c1", "sunny"), TextBlock("Thanks")]),
+    ]
+    with respx.mock() as mock:
+        route = mock.post(URL).mock(return_value=streamed([text_stream()]))
+        await collect(provider, req)
+    sent = route.calls.last.request
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    body = json.loads(sent.content)
+    assert body[limit_field] == 55
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["stop"] == ["END"] and body["temperature"] == 0.5 and body["top_p"] == 0.9
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Look it up",
+                "parameters": {"type": "object"},
+            },
+        }
+    ]
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"c": 1}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "user", "content": "Thanks"},
+    ]
+
+
+async def test_compatible_without_key_sends_no_authorization(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(KEY_ENV)
+    provider = make("openai-compatible", key=False)
+    with respx.mock() as mock:
+        route = mock.post(URL).mock(return_value=streamed([text_stream()]))
+        assert isinstance(terminal(await collect(provider)), Complete)
+    assert "authorization" not in route.calls.last.request.headers
+
+
+def test_compatible_needs_a_base_url() -> None:
+    config = ProviderSettings(kind="openai-compatible")
+    with pytest.raises(InferenceError) as info:
+        create_provider("local", config, InferenceSettings())
+    assert info.value.kind == "invalid_request" and "base_url" in info.value.message
+
+
+def test_openai_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(InferenceError) as info:
+        make("openai")
+    assert info.value.kind == "auth" and KEY_ENV in info.value.message
+
+
+def test_key_is_registered_as_a_secret(provider: OpenAIProvider) -> None:
+    assert KEY not in redact(f"token {KEY}")
+
+
+@pytest.mark.parametrize(
+    ("finish", "choice", "reason", "sequence"),
+    [
+        ("stop", {}, "end_turn", None),
+        ("length", {}, "max_tokens", None),
+        ("tool_calls", {}, "tool_use", None),
+        ("function_call", {}, "tool_use", None),
+        ("content_filter", {}, "refusal", None),
+        ("stop", {"stop_reason": "END"}, "stop_sequence", "END"),  # vLLM names the sequence
+        ("stop", {"stop_reason": 128009}, "end_turn", None),  # ... or the token id
+        ("stop", {"native_finish_reason": "stop_sequence"}, "stop_sequence", None),  # OpenRouter
+        ("eos_weird", {}, "end_turn", None),
+    ],
+)
+async def test_finish_reasons(
+    provider: OpenAIProvider, finish: str, choice: dict[str, Any], reason: str, sequence: str | None
+) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([text_stream(finish, **choice)]))
+        end = terminal(await collect(provider, request(stop_sequences=["END"])))
+    assert isinstance(end, Complete)
+    assert (end.response.stop.reason, end.response.stop.raw) == (reason, finish)
+    assert end.response.stop.sequence == sequence
+
+
+async def test_unknown_finish_as_error() -> None:
+    provider = make(unknown_stop="error")
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([text_stream("eos_weird")]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed) and "eos_weird" in end.error.message
+
+
+async def test_refusal_delta(provider: OpenAIProvider) -> None:
+    payload = sse(chunk({"role": "assistant", "refusal": "I can't."}), chunk({}, "stop"), DONE)
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Complete)
+    assert (end.response.stop.reason, end.response.text) == ("refusal", "I can't.")
+
+
+def tool_stream(cut: bool) -> bytes:
+    first = {
+        "index": 0,
+        "id": "call_a",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": ""},
+    }
+    second = {
+        "index": 1,
+        "id": "call_b",
+        "type": "function",
+        "function": {"name": "get_time", "arguments": ""},
+    }
+    events = [
+        chunk({"role": "assistant", "content": "Checking."}),
+        chunk({"tool_calls": [first]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
+        chunk({"tool_calls": [second]}),
+        chunk({"tool_calls": [{"index": 1, "function": {"arguments": '{"tz": "UTC"}'}}]}),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "function": {"arguments": '"Oslo"}' if not cut else '"Os'}}
+                ]
+            }
+        ),
+        chunk({}, "length" if cut else "tool_calls"),
+        USAGE,
+        DONE,
+    ]
+    return sse(*events)
+
+
+async def test_tool_calls_accumulate_by_index(provider: OpenAIProvider) -> None:
+    payload = tool_stream(cut=False)
+    with respx.mock() as mock:
+        route = mock.post(URL)
+        for chunks in splits(payload, every=13):
+            route.mock(return_value=streamed(chunks))
+            events = await collect(provider)
+            end = terminal(events)
+            assert isinstance(end, Complete)
+            assert end.response.stop.reason == "tool_use"
+            assert end.response.content == [
+                TextBlock("Checking."),
+                ToolUseBlock("call_a", "get_weather", {"city": "Oslo"}),
+                ToolUseBlock("call_b", "get_time", {"tz": "UTC"}),
+            ]
+            assert visible(events) == "Checking."
+            assert invisible(events, "tool_use") == '{"city": {"tz": "UTC"}"Oslo"}'
+            starts = [e for e in events if isinstance(e, BlockStart)]
+            assert starts == [
+                BlockStart(0, "text"),
+                BlockStart(1, "tool_use", "get_weather", "call_a"),
+                BlockStart(2, "tool_use", "get_time", "call_b"),
+            ]
+            assert len([e for e in events if isinstance(e, BlockStop)]) == 3
+
+
+async def test_tool_call_cut_at_max_tokens(provider: OpenAIProvider) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([tool_stream(cut=True)]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Complete)
+    assert end.response.stop.reason == "max_tokens"
+    assert end.response.tool_calls == [
+        ToolUseBlock("call_a", "get_weather", {}),
+        ToolUseBlock("call_b", "get_time", {"tz": "UTC"}),
+    ]
+
+
+async def test_every_call_numbered_zero_is_still_two_calls(provider: OpenAIProvider) -> None:
+    a = {"index": 0, "id": "call_a", "function": {"name": "f", "arguments": "{}"}}
+    b = {"index": 0, "id": "call_b", "function": {"name": "g", "arguments": '{"x": 1}'}}
+    payload = sse(
+        chunk({"tool_calls": [a]}), chunk({"tool_calls": [b]}), chunk({}, "tool_calls"), DONE
+    )
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Complete)
+    assert end.response.tool_calls == [
+        ToolUseBlock("call_a", "f", {}),
+        ToolUseBlock("call_b", "g", {"x": 1}),
+    ]
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+async def test_reasoning_is_invisible_thinking(provider: OpenAIProvider, field: str) -> None:
+    payload = sse(
+        chunk({"role": "assistant", field: "Let me "}),
+        chunk({field: "think.", "content": None}),
+        chunk({"content": "42", field: None}),
+        chunk({}, "stop"),
+        DONE,
+    )
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        events = await collect(provider)
+    end = terminal(events)
+    assert isinstance(end, Complete)
+    assert end.response.content == [ThinkingBlock("Let me think."), TextBlock("42")]
+    assert invisible(events, "thinking") == "Let me think."
+    assert visible(events) == "42"
+
+
+async def test_error_frame_inside_a_200(provider: OpenAIProvider) -> None:
+    payload = sse(
+        chunk({"role": "assistant", "content": "Part"}),
+        chunk(
+            {"content": ""},
+            "error",
+            error={"code": "server_error", "message": "Provider disconnected unexpectedly"},
+        ),
+    )
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        events = await collect(provider)
+    end = terminal(events)
+    assert isinstance(end, Failed)
+    assert end.error.kind == "server" and end.error.retryable
+    assert end.error.message == (
+        "The provider reported an error mid-stream: Provider disconnected unexpectedly"
+    )
+    assert visible(events) == "Part"
+
+
+async def test_error_frame_without_choices(provider: OpenAIProvider) -> None:
+    payload = sse((None, {"error": {"message": "Rate limit exceeded", "code": 429}}))
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed) and end.error.kind == "rate_limit"
+
+
+async def test_bare_finish_reason_error(provider: OpenAIProvider) -> None:
+    payload = sse(chunk({"content": "Part"}), chunk({}, "error"), DONE)
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed)
+    assert end.error.message == FINISH_ERROR
+    assert FINISH_ERROR == "The provider ended the inference with an error (finish_reason 'error')"
+
+
+async def test_openrouter_200_whose_body_is_only_an_error() -> None:
+    provider = make("openrouter")
+    body = {"error": {"code": 502, "message": "Provider returned error", "metadata": {"raw": "x"}}}
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=httpx.Response(200, json=body))
+        end = terminal(await collect(provider))
+        with pytest.raises(InferenceError) as info:
+            await provider.complete(request(), "m")
+    assert isinstance(end, Failed)
+    for error in (end.error, info.value):
+        assert error.message == "Provider returned error"
+        assert (error.kind, error.status) == ("server", 200)
+
+
+async def test_finish_without_done_is_complete(provider: OpenAIProvider) -> None:
+    payload = sse(chunk({"content": "Hi"}), chunk({}, "stop"), USAGE)
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Complete) and end.response.text == "Hi"
+
+
+async def test_done_without_trailing_blank_line(provider: OpenAIProvider) -> None:
+    payload = sse(chunk({"content": "Hi"}), chunk({}, "stop")) + b"data: [DONE]"
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Complete)
+
+
+async def test_stream_that_just_stops_is_no_terminal(provider: OpenAIProvider) -> None:
+    payload = sse(chunk({"content": "Hi"}))
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed)
+    assert (end.error.kind, end.error.code) == ("network", "no_terminal")
+
+
+async def test_done_without_finish_is_no_terminal(provider: OpenAIProvider) -> None:
+    payload = sse(chunk({"content": "Hi"}), DONE)
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed) and end.error.code == "no_terminal"
+
+
+async def test_odd_shapes_fail_typed_not_crash(provider: OpenAIProvider) -> None:
+    for payload in (
+        sse((None, "[1, 2]")),
+        sse((None, "not json")),
+        sse((None, '{"choices": [7]}')),
+    ):
+        with respx.mock() as mock:
+            mock.post(URL).mock(return_value=streamed([payload]))
+            end = terminal(await collect(provider))
+        assert isinstance(end, Failed) and end.error.kind == "server", payload
+
+
+async def test_leaving_early_closes_the_response(provider: OpenAIProvider) -> None:
+    response = streamed([sse(chunk({"content": "Hi"}))], hang=True)
+    stream = response.stream
+    assert isinstance(stream, ChunkStream)
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=response)
+        async with aclosing(provider.stream(request(), "m")) as events:
+            async for event in events:
+                if isinstance(event, Token):
+                    break
+    assert stream.closed
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "kind", "wait", "retryable"),
+    [
+        (
+            429,
+            {"error": {"message": "slow", "type": "requests", "code": "rate_limit_exceeded"}},
+            {"retry-after-ms": "250"},
+            "rate_limit",
+            0.25,
+            True,
+        ),
+        (
+            429,
+            {
+                "error": {
+                    "message": "You exceeded your current quota",
+                    "type": "insufficient_quota",
+                    "code": "insufficient_quota",
+                }
+            },
+            {},
+            "quota",
+            None,
+            False,
+        ),
+        (500, {"error": {"message": "oops", "type": "server_error"}}, {}, "server", None, True),
+        (
+            503,
+            {"error": {"message": "The engine is currently overloaded"}},
+            {},
+            "overloaded",
+            None,
+            True,
+        ),
+        (
+            400,
+            {"error": {"message": "bad", "type": "invalid_request_error"}},
+            {},
+            "invalid_request",
+            None,
+            False,
+        ),
+        (
+            404,
+            {"error": {"message": "no such model", "code": "model_not_found"}},
+            {},
+            "invalid_request",
+            None,
+            False,
+        ),
+        (
+            401,
+            {"error": {"message": "Incorrect API key", "code": "invalid_api_key"}},
+            {},
+            "auth",
+            None,
+            False,
+        ),
+        (
+            400,
+            {"error": {"message": "too long", "code": "context_length_exceeded"}},
+            {},
+            "context_length",
+            None,
+            False,
+        ),
+        (
+            402,
+            {"error": {"code": 402, "message": "Insufficient credits"}},
+            {},
+            "quota",
+            None,
+            False,
+        ),
+    ],
+)
+async def test_http_errors_streamed_and_whole(
+    provider: OpenAIProvider,
+    status: int,
+    body: object,
+    headers: dict[str, str],
+    kind: str,
+    wait: float | None,
+    retryable: bool,
+) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=httpx.Response(status, json=body, headers=headers))
+        end = terminal(await collect(provider))
+        with pytest.raises(InferenceError) as info:
+            await provider.complete(request(), "m")
+    assert isinstance(end, Failed)
+    for error in (end.error, info.value):
+        assert (error.kind, error.status, error.retry_after_s, error.retryable) == (
+            kind,
+            status,
+            wait,
+            retryable,
+        )
+
+
+async def test_whole_reply() -> None:
+    provider = make("openrouter")
+    body = {
+        "id": "gen-1",
+        "model": "anthropic/claude-served",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "Let me look.",
+                    "reasoning": "hmm",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+    }
+    with respx.mock() as mock:
+        route = mock.post(URL).mock(return_value=httpx.Response(200, json=body))
+        response = await provider.complete(request(), "m")
+    sent = json.loads(route.calls.last.request.content)
+    assert sent["stream"] is False and "stream_options" not in sent
+    assert response.content == [
+        ThinkingBlock("hmm"),
+        TextBlock("Let me look."),
+        ToolUseBlock("call_1", "get_weather", {"city": "Oslo"}),
+    ]
+    assert (response.stop.reason, response.model_served) == ("tool_use", "anthropic/claude-served")
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 4)
+
+
+async def test_whole_finish_reason_error() -> None:
+    provider = make("openrouter")
+    bare = {"choices": [{"index": 0, "finish_reason": "error", "message": {"content": "x"}}]}
+    framed = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "error",
+                "error": {"code": 502, "message": "upstream died"},
+            }
+        ]
+    }
+    with respx.mock() as mock:
+        route = mock.post(URL)
+        route.mock(return_value=httpx.Response(200, json=bare))
+        with pytest.raises(InferenceError) as info:
+            await provider.complete(request(), "m")
+        assert info.value.message == FINISH_ERROR
+        route.mock(return_value=httpx.Response(200, json=framed))
+        with pytest.raises(InferenceError) as info:
+            await provider.complete(request(), "m")
+        assert "upstream died" in info.value.message and info.value.kind == "server"
+
+
+async def test_whole_reply_that_is_not_json(provider: OpenAIProvider) -> None:
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=httpx.Response(200, text="<html>oops</html>"))
+        with pytest.raises(InferenceError) as info:
+            await provider.complete(request(), "m")
+    assert info.value.kind == "server"

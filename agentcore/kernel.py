@@ -20,6 +20,7 @@ from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pluggy
 from loguru import logger
 
 from agentcore.hooks import Hooks, plugin_manager
@@ -109,6 +110,12 @@ class Kernel:
             self._pm.register(record.plugin, name=record.name)
         except Exception as exc:  # pluggy's validation of the hook implementations
             record.state, record.error = "failed", f"{type(exc).__name__}: {exc}"
+            return
+        try:
+            self._pm.check_pending()  # a hookimpl whose name no spec has: a typo
+        except pluggy.PluginValidationError as exc:
+            self._pm.unregister(name=record.name)
+            record.state, record.error = "failed", f"unknown hook: {exc}"
 
     # -- loading -----------------------------------------------------------------
 
@@ -342,6 +349,14 @@ class Kernel:
         """One whole (non-streamed) inference with every policy applied; raises `InferenceError`."""
         inference, provider = self._begin(request, streamed=False)
         await self._start_trace(inference)
+        try:
+            return await self._complete_attempts(inference, provider)
+        except asyncio.CancelledError:
+            await self._fail_trace(inference, len(inference.errors) + 1, cancelled())
+            raise
+
+    async def _complete_attempts(self, inference: Inference, provider: Provider) -> Response:
+        request = inference.request
         timeout = self.settings.inference.request_timeout_s
         for number in itertools.count(1):
             attempt = Attempt(inference, number)
@@ -392,6 +407,21 @@ class Kernel:
             yield Failed(error)
             return
         await self._start_trace(inference)
+        ended = False  # set once the inference's last trace is out, before its terminal
+        try:
+            async with aclosing(self._stream_attempts(inference, provider)) as events:
+                async for event in events:
+                    if isinstance(event, Complete | Failed | Aborted):
+                        ended = True
+                    yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            if not ended:
+                await self._fail_trace(inference, len(inference.errors) + 1, cancelled())
+            raise
+
+    async def _stream_attempts(
+        self, inference: Inference, provider: Provider
+    ) -> AsyncGenerator[StreamEvent, None]:
         for number in itertools.count(1):
             attempt = Attempt(inference, number)
             try:

@@ -618,3 +618,14 @@ async def test_a_stream_observer_that_raises_leaves_the_event_as_it_was(
     log = "\n".join(log_lines)
     assert "plugin 'raises' failed in on_stream_event" in log
     assert "cannot look at Token" in log
+
+
+def test_a_misspelled_hook_fails_the_plugin_by_name(make_kernel):
+    class Typo:
+        @hookimpl
+        def on_trac(self, event):  # no such hook: on_trace was meant
+            pass
+
+    with pytest.raises(PluginLoadError) as caught:
+        make_kernel(plugins={"typo": Typo})
+    assert "typo" in str(caught.value) and "on_trac" in str(caught.value)

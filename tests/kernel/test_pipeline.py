@@ -344,6 +344,33 @@ async def test_cancelling_a_complete_stops_the_provider_call(make_kernel, script
     assert policy.ends == [(1, "cancelled")]
 
 
+@pytest.mark.parametrize("how", ["leave", "cancel-stream", "cancel-complete"])
+async def test_a_cancelled_inference_ends_with_a_fail_trace(make_kernel, scripted, how):
+    provider = scripted(
+        [Token("first", "text"), Stall(30)] if how != "cancel-complete" else [Stall(30)]
+    )
+    traces = Traces()
+    kernel = make_kernel(plugins={"traces": traces})
+    async with kernel:
+        if how == "leave":
+            async with contextlib.aclosing(kernel.stream(request())) as stream:
+                async for _ in stream:
+                    break
+        else:
+            run = (
+                collect(kernel.stream(request()))
+                if how == "cancel-stream"
+                else kernel.complete(request())
+            )
+            task = asyncio.ensure_future(run)
+            await asyncio.wait_for(provider.stalled.wait(), 1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    assert traces.types == ["inference:start", "inference:fail"]
+    assert traces.of("inference:fail")[0]["errorKind"] == "cancelled"
+
+
 class BlockingPolicy(Policy):
     """Retries after a long backoff and says when the wait began."""
 
@@ -470,9 +497,11 @@ async def test_the_jsonl_sink_writes_each_trace_as_it_happens(make_kernel, scrip
         assert provider.endings == ["GeneratorExit"]
         await kernel.emit("acme:note", someField=1)
         lines = [json.loads(x) for x in path.read_text().splitlines()]
-    assert [x["type"] for x in lines] == ["inference:start", "acme:note"]
-    assert lines[1]["someField"] == 1
-    assert isinstance(lines[1]["timestamp"], int)
+    # leaving early ends the inference too: its fail trace says it was cancelled
+    assert [x["type"] for x in lines] == ["inference:start", "inference:fail", "acme:note"]
+    assert lines[1]["errorKind"] == "cancelled"
+    assert lines[2]["someField"] == 1
+    assert isinstance(lines[2]["timestamp"], int)
 
 
 async def test_the_jsonl_sink_appends_across_kernels(make_kernel, scripted, tmp_path):

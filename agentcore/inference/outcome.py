@@ -8,6 +8,7 @@ whose message says why.
 
 from __future__ import annotations
 
+from agentcore.inference.errors import InferenceError
 from agentcore.inference.events import Aborted
 from agentcore.inference.models import Response, ToolUseBlock
 
@@ -48,3 +49,15 @@ def completion_problem(response: Response, offers: str = "inference/request") ->
 
 def aborted_message(event: Aborted) -> str:
     return f"The inference stopped before it finished ({event.reason}): {event.error.message}"
+
+
+def failure_message(error: InferenceError) -> str:
+    """What a caller is told about a failed inference: the error's own message, and for a
+    provider's HTTP error status, that status. A provider's 500 says "Internal server
+    error", which as a bare -32603 message would read as the host's own failure."""
+    status = error.status
+    if status is None or status < 400:
+        return error.message
+    if error.message.startswith(f"HTTP {status}"):
+        return f"The provider answered {error.message}"
+    return f"The provider answered HTTP {status}: {error.message}"

@@ -33,7 +33,7 @@ from agentcore.inference import (
     TextBlock,
     Token,
 )
-from agentcore.inference.outcome import aborted_message, completion_problem
+from agentcore.inference.outcome import aborted_message, completion_problem, failure_message
 from agentcore.kernel import Kernel, split_model
 from agentcore.mcpl.protocol import INTERNAL_ERROR, INVALID_PARAMS, McplError, McplRequest
 from agentcore.plugins import PluginContext, SettingsSection
@@ -89,7 +89,7 @@ def parse_messages(raw: Any) -> tuple[list[Message], str | None]:
         else:
             raise McplError(
                 INVALID_PARAMS,
-                f"params.messages[{i}].role is {role!r}; expected 'user' or 'assistant'",
+                f"params.messages[{i}].role is {role!r}; expected 'user', 'assistant' or 'system'",
             )
     if not messages:
         raise McplError(INVALID_PARAMS, "params.messages holds no user or assistant message")
@@ -198,13 +198,16 @@ class McplRouter:
             raise McplError(INVALID_PARAMS, "params.stream must be a boolean")
         messages, system = parse_messages(params.get("messages"))
         max_tokens, temperature = _preferences(params, self._routing)
+        trace = {"serverId": request.server.name, "requestId": request.id, "streamed": stream}
         model = route(self._routing, str(feature_set), conversation)
         if model is None:
-            raise McplError(
-                INTERNAL_ERROR,
+            message = (
                 f"No routing rule covers feature set {feature_set!r}: set [mcpl.routing] "
-                "default, by_feature, wildcards or overrides",
+                "default, by_feature, wildcards or overrides"
             )
+            # Answered -32603 like a failed inference, so traced like one (SPEC §13.2).
+            await self._emit("mcpl:inference_fail", model=None, error=message, **trace)
+            raise McplError(INTERNAL_ERROR, message)
         inference = Request(
             model,
             messages,
@@ -218,7 +221,6 @@ class McplRouter:
                 "mcplRequestId": request.id,
             },
         )
-        trace = {"serverId": request.server.name, "requestId": request.id, "streamed": stream}
         await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
         try:
             if stream:
@@ -229,8 +231,9 @@ class McplRouter:
             if problem is not None:
                 raise InferenceError("unknown", problem, retryable=False)
         except InferenceError as error:
-            await self._emit("mcpl:inference_fail", model=model, error=error.message, **trace)
-            raise McplError(INTERNAL_ERROR, error.message) from None
+            message = failure_message(error)
+            await self._emit("mcpl:inference_fail", model=model, error=message, **trace)
+            raise McplError(INTERNAL_ERROR, message) from None
         except asyncio.CancelledError:
             stopping = self._context is not None and self._context.stopping.is_set()
             why = "The host is shutting down" if stopping else "The inference was cancelled"

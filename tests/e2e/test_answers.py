@@ -1,0 +1,510 @@
+"""The answer table, end to end: every way an inference ends, streamed and whole, on both
+provider wires, over a real stdio subprocess and a real WebSocket.
+
+Each case drives one `inference/request` from the MCPL server through `McplHost`, the
+kernel (every default plugin discovered: retry, provider-hold, waiting-trace,
+mcpl-router) and the loopback provider, and asserts
+
+- the exact answer (the whole result object, or the whole error object),
+- everything that reached the server for that request, in arrival order: the
+  ``inference/chunk``s (visible text only, ``index`` from 0) and then the answer,
+- the ``mcpl:inference_start`` and ``mcpl:inference_complete`` / ``_fail`` traces,
+- how many calls the provider received (retries happen only before the first
+  chunk), and that the request reached the provider as asked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from conftest import MODELS, RigFactory
+
+from agentcore import hookimpl
+from agentcore.inference import Complete, UsageUpdate
+from agentcore.testing import Scenario
+
+WIRES = ("a", "o")  # provider names: a = anthropic wire, o = openai wire
+SERVED = "served-e2e-1"
+PROMPT = "Summarize the notes."
+MAX_TOKENS = 64
+PROGRESS = (
+    "The inference stopped before it finished (timeout): "
+    "No visible progress within 0.3 s ([inference] progress_timeout_s)"
+)
+FINISH_ERROR = "The provider ended the inference with an error (finish_reason 'error')"
+BROKE = (
+    "The connection to the provider broke mid-reply (peer closed connection without "
+    "sending complete message body (incomplete chunked read))"
+)
+BROKE_WHOLE = re.compile(
+    r"The connection to the provider broke mid-reply \(peer closed connection without "
+    r"sending complete message body \(received \d+ bytes, expected \d+\)\)"
+)
+ENDED = "The provider's stream ended before the inference finished"
+NOT_JSON = re.compile(r"The provider's reply is not JSON: '\{.*'")
+TOOL = "The model called a tool (get_weather), and inference/request offers none"
+TOOL_CUT = (
+    "The model's output ended (max_tokens) inside a call to a tool (get_weather), "
+    "and inference/request offers no tools"
+)
+REFUSED = "The model refused to answer (stop reason 'refusal')"
+PAUSED = (
+    "The provider paused the turn (stop reason 'pause_turn'), which inference/request cannot resume"
+)
+NO_RESULT = "The inference stream ended without a result"
+
+
+@dataclass(frozen=True)
+class Case:
+    row: str
+    wire: str
+    stream: bool
+    scenarios: tuple[Scenario, ...]
+    calls: int
+    """Provider calls made: 1, or the retry limit (2) when retried."""
+    chunks: tuple[str, ...] = ()
+    result: dict[str, Any] | None = None
+    error: str | re.Pattern[str] | None = None
+    inference: dict[str, Any] = field(default_factory=dict)
+    plugins: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.row}-{self.wire}-{'streamed' if self.stream else 'whole'}"
+
+
+def result(content: str, finish: str, inp: int, out: int, model: str = SERVED) -> dict[str, Any]:
+    return {
+        "content": content,
+        "model": model,
+        "finishReason": finish,
+        "usage": {"inputTokens": inp, "outputTokens": out},
+    }
+
+
+class DropTerminal:
+    """Replaces the provider's `Complete` with a usage update: the stream then ends
+    with no terminal event, which the kernel must fail, not complete."""
+
+    @hookimpl
+    def on_stream_event(self, event: Any) -> Any:
+        if isinstance(event, Complete):
+            return UsageUpdate(event.response.usage)
+        return None
+
+
+def cases() -> list[Case]:
+    out: list[Case] = []
+
+    def add(row: str, wires: Sequence[str], modes: Sequence[bool], **kw: Any) -> None:
+        for wire in wires:
+            for stream in modes:
+                values = {k: (v(wire, stream) if callable(v) else v) for k, v in kw.items()}
+                out.append(Case(row, wire, stream, **values))
+
+    both = (True, False)
+    streamed = (True,)
+    text = Scenario.text("Hello there friend", model=SERVED, input_tokens=7, output_tokens=3)
+    add(
+        "end_turn",
+        WIRES,
+        both,
+        scenarios=(text,),
+        calls=1,
+        chunks=("Hello ", "there ", "friend"),
+        result=result("Hello there friend", "end_turn", 7, 3),
+    )
+    add(
+        "max_tokens",
+        WIRES,
+        both,
+        scenarios=(Scenario.max_tokens("Cut off right", model=SERVED, output_tokens=64),),
+        calls=1,
+        chunks=("Cut ", "off ", "right"),
+        result=result("Cut off right", "max_tokens", 12, 64),
+    )
+    # On the openai wire a stop sequence is known only from the request's own `stop`
+    # list, and inference/request asks for none (SPEC §11.2): vLLM's `stop_reason`
+    # then names a sequence nobody asked for, and the stop is a plain end_turn.
+    add(
+        "stop_sequence",
+        WIRES,
+        both,
+        scenarios=(Scenario.stop_sequence("Counting: 1 2 3", sequence="END", model=SERVED),),
+        calls=1,
+        chunks=("Counting: ", "1 ", "2 ", "3"),
+        result=lambda w, s: result(
+            "Counting: 1 2 3", "stop_sequence" if w == "a" else "end_turn", 12, 4
+        ),
+    )
+    add(
+        "thinking",
+        WIRES,
+        both,
+        scenarios=(
+            Scenario.thinking("Let me think this through.", "The answer is 42.", model=SERVED),
+        ),
+        calls=1,
+        chunks=("The ", "answer ", "is ", "42."),
+        result=result("The answer is 42.", "end_turn", 12, 4),
+    )
+    add(
+        "unknown_stop",
+        WIRES,
+        both,
+        scenarios=(Scenario.text("Odd end", raw_stop="weird_stop", model=SERVED),),
+        calls=1,
+        chunks=("Odd ", "end"),
+        result=result("Odd end", "end_turn", 12, 2),
+    )
+    add(
+        "unknown_stop_as_error",
+        WIRES,
+        both,
+        scenarios=(Scenario.text("Odd end", raw_stop="weird_stop"),),
+        calls=1,
+        chunks=("Odd ", "end"),
+        error=(
+            "The provider ended the inference with stop token 'weird_stop', "
+            "which agentcore has no stop reason for"
+        ),
+        inference={"unknown_stop": "error"},
+    )
+    add(
+        "http_400",
+        WIRES,
+        both,
+        scenarios=(Scenario.bad_request("max_tokens: too large"),),
+        calls=1,
+        error="The provider answered HTTP 400: max_tokens: too large",
+    )
+    add(
+        "http_401",
+        WIRES,
+        both,
+        scenarios=(Scenario.unauthorized(),),
+        calls=1,
+        error="The provider answered HTTP 401: invalid x-api-key",
+    )
+    add(
+        "http_500_after_retries",
+        WIRES,
+        both,
+        scenarios=(Scenario.server_error(), Scenario.server_error()),
+        calls=2,
+        error="The provider answered HTTP 500: Internal server error",
+    )
+    add(
+        "http_429_after_retries",
+        WIRES,
+        both,
+        scenarios=(Scenario.rate_limit(retry_after=0), Scenario.rate_limit(retry_after=0)),
+        calls=2,
+        error="The provider answered HTTP 429: Rate limit exceeded",
+    )
+    # Streamed: anthropic `event: error`, openai an error frame inside the 200. Whole:
+    # anthropic answers the status the error type implies, openai a 200 error body.
+    add(
+        "stream_error",
+        WIRES,
+        streamed,
+        scenarios=(Scenario.stream_error("Partial "), text),
+        calls=1,
+        chunks=("Partial ",),
+        error="The provider reported an error mid-stream: Overloaded",
+    )
+    add(
+        "stream_error",
+        WIRES,
+        (False,),
+        scenarios=(Scenario.stream_error("Partial "), Scenario.stream_error("Partial ")),
+        calls=2,
+        error=lambda w, s: (
+            "The provider answered HTTP 529: Overloaded" if w == "a" else "Overloaded"
+        ),
+    )
+    add(
+        "finish_reason_error",
+        ("o",),
+        streamed,
+        scenarios=(Scenario.finish_error("Partial "), text),
+        calls=1,
+        chunks=("Partial ",),
+        error=FINISH_ERROR,
+    )
+    add(
+        "finish_reason_error",
+        ("o",),
+        (False,),
+        scenarios=(Scenario.finish_error("Partial "), Scenario.finish_error("Partial ")),
+        calls=2,
+        error=FINISH_ERROR,
+    )
+    add(
+        "error_body_in_200",
+        WIRES,
+        both,
+        scenarios=(Scenario.error_body(), Scenario.error_body()),
+        calls=2,
+        error="Provider returned error",
+    )
+    add(
+        "stall",
+        WIRES,
+        streamed,
+        scenarios=(Scenario.stall(), Scenario.stall()),
+        calls=2,
+        error=PROGRESS,
+    )
+    add(
+        "stall",
+        WIRES,
+        (False,),
+        scenarios=(Scenario.stall(), Scenario.stall()),
+        calls=2,
+        error="The attempt took longer than 0.3 s ([inference] request_timeout_s)",
+        inference={"request_timeout_s": 0.3},
+    )
+    add(
+        "stall_after_text",
+        WIRES,
+        streamed,
+        scenarios=(Scenario.stall("Partial "), text),
+        calls=1,
+        chunks=("Partial ",),
+        error=PROGRESS,
+    )
+    add(
+        "connection_cut",
+        WIRES,
+        streamed,
+        scenarios=(Scenario.cut("Partial "), text),
+        calls=1,
+        chunks=("Partial ",),
+        error=BROKE,
+    )
+    add(
+        "connection_cut_before_text",
+        WIRES,
+        streamed,
+        scenarios=(Scenario.cut(""), Scenario.cut("")),
+        calls=2,
+        error=BROKE,
+    )
+    add(
+        "connection_cut",
+        WIRES,
+        (False,),
+        scenarios=(Scenario.cut("Partial "), Scenario.cut("Partial ")),
+        calls=2,
+        error=BROKE_WHOLE,
+    )
+    add(
+        "no_terminal",
+        WIRES,
+        streamed,
+        scenarios=(Scenario.cut("Partial ", clean=True), text),
+        calls=1,
+        chunks=("Partial ",),
+        error=ENDED,
+    )
+    add(
+        "no_terminal_before_text",
+        WIRES,
+        streamed,
+        scenarios=(Scenario.cut("", clean=True), Scenario.cut("", clean=True)),
+        calls=2,
+        error=ENDED,
+    )
+    add(
+        "no_terminal",
+        WIRES,
+        (False,),
+        scenarios=(Scenario.cut("Partial ", clean=True), Scenario.cut("Partial ", clean=True)),
+        calls=2,
+        error=NOT_JSON,
+    )
+    add(
+        "terminal_dropped_by_a_plugin",
+        WIRES,
+        streamed,
+        scenarios=(text, text),
+        calls=1,
+        chunks=("Hello ", "there ", "friend"),
+        error=NO_RESULT,
+        plugins={"drop-terminal": DropTerminal()},
+    )
+    add(
+        "refusal",
+        WIRES,
+        both,
+        scenarios=(Scenario.refusal("I can't help with that."),),
+        calls=1,
+        chunks=("I ", "can't ", "help ", "with ", "that."),
+        error=REFUSED,
+    )
+    add(
+        "pause_turn",
+        ("a",),
+        both,
+        scenarios=(Scenario.pause_turn("Still working on it."),),
+        calls=1,
+        chunks=("Still ", "working ", "on ", "it."),
+        error=PAUSED,
+    )
+    add(
+        "tool_use",
+        WIRES,
+        both,
+        scenarios=(Scenario.tool_use("get_weather", {"city": "Oslo"}, text="Let me check. "),),
+        calls=1,
+        chunks=("Let ", "me ", "check. "),
+        error=TOOL,
+    )
+    add(
+        "tool_use_cut_at_max_tokens",
+        WIRES,
+        both,
+        scenarios=(
+            Scenario.tool_use("get_weather", {"city": "Oslo"}, text="Checking. ", cut=True),
+        ),
+        calls=1,
+        chunks=("Checking. ",),
+        error=TOOL_CUT,
+    )
+    return out
+
+
+CASES = cases()
+
+
+def params(wire: str, stream: bool) -> dict[str, Any]:
+    return {
+        "featureSet": f"fs.{wire}",
+        "conversationId": "conv_e2e",
+        "stream": stream,
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": PROMPT},
+        ],
+        "preferences": {"maxTokens": MAX_TOKENS, "temperature": 0.2},
+    }
+
+
+def matches(expected: str | re.Pattern[str], actual: Any) -> bool:
+    if isinstance(expected, re.Pattern):
+        return isinstance(actual, str) and expected.fullmatch(actual) is not None
+    return bool(expected == actual)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+async def test_answer(rig: RigFactory, case: Case) -> None:
+    r = await rig(inference=case.inference, plugins=case.plugins)
+    r.provider.script(*case.scenarios, provider=case.wire)
+    rid = await r.server.request("inference/request", params(case.wire, case.stream))
+    answer = await r.server.answer(rid)
+
+    # Chunks (streamed only), then the one answer.
+    seen = r.server.transcript(rid)
+    chunks = case.chunks if case.stream else ()
+    assert seen[:-1] == [("chunk", i, delta) for i, delta in enumerate(chunks)]
+    kind, body = seen[-1]
+    start = {
+        "type": "mcpl:inference_start",
+        "model": MODELS[case.wire],
+        "featureSet": f"fs.{case.wire}",
+        "serverId": "srv",
+        "requestId": rid,
+        "streamed": case.stream,
+    }
+    traces = r.traces.mcpl(rid)
+    if case.result is not None:
+        assert (kind, body) == ("result", case.result)
+        assert answer.result == case.result
+        assert traces == [
+            start,
+            {
+                "type": "mcpl:inference_complete",
+                "model": case.result["model"],
+                "inputTokens": case.result["usage"]["inputTokens"],
+                "outputTokens": case.result["usage"]["outputTokens"],
+                "finishReason": case.result["finishReason"],
+                "serverId": "srv",
+                "requestId": rid,
+                "streamed": case.stream,
+            },
+        ]
+    else:
+        assert case.error is not None
+        assert kind == "error"
+        # Exactly code and message: no data, and no partial text anywhere in it.
+        assert set(body) == {"code", "message"}, body
+        assert body["code"] == -32603
+        assert matches(case.error, body["message"]), body["message"]
+        if chunks:
+            assert "".join(chunks).strip() not in body["message"]
+        assert len(traces) == 2 and traces[0] == start, traces
+        fail = dict(traces[1])
+        assert matches(case.error, fail.pop("error"))
+        assert fail == {
+            "type": "mcpl:inference_fail",
+            "model": MODELS[case.wire],
+            "serverId": "srv",
+            "requestId": rid,
+            "streamed": case.stream,
+        }
+
+    # The provider saw the request as asked, and as many calls as the case says:
+    # a failure after a chunk is never retried, so its second scenario stays queued.
+    calls = r.provider.calls_to(provider=case.wire)
+    assert len(calls) == case.calls, calls
+    assert r.provider.pending(case.wire) == len(case.scenarios) - case.calls
+    for call in calls:
+        assert call.stream is case.stream
+        assert call.model == MODELS[case.wire].split(":", 1)[1]
+        assert PROMPT in str(call.body["messages"])
+        assert "Be brief." in str(call.body)
+        tokens = call.body.get("max_tokens", call.body.get("max_completion_tokens"))
+        assert tokens == MAX_TOKENS
+        assert call.body["temperature"] == 0.2
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize(
+    "first",
+    [
+        pytest.param(Scenario.rate_limit(retry_after=0), id="429"),
+        pytest.param(Scenario.overloaded(), id="529"),
+        # Thinking is invisible: a failure after it is still before the first chunk.
+        pytest.param(
+            Scenario.stream_error("", thought="Hmm, let me see."),
+            id="error-after-thinking",
+        ),
+    ],
+)
+async def test_retries_happen_before_the_first_chunk(
+    rig: RigFactory, wire: str, first: Scenario
+) -> None:
+    r = await rig()
+    second = Scenario.text("Fresh attempt here", model=SERVED)
+    r.provider.script(first, second, provider=wire)
+    rid = await r.server.request("inference/request", params(wire, True))
+    answer = await r.server.answer(rid)
+    assert answer.result == result("Fresh attempt here", "end_turn", 12, 3)
+    assert r.server.transcript(rid) == [
+        ("chunk", 0, "Fresh "),
+        ("chunk", 1, "attempt "),
+        ("chunk", 2, "here"),
+        ("result", answer.result),
+    ]
+    assert len(r.provider.calls_to(provider=wire)) == 2
+    retries = [e for e in r.traces.of("inference:retry") if e.get("model") == MODELS[wire]]
+    assert [e["attempt"] for e in retries] == [1]
+    # The kernel's own traces carry the server that asked.
+    complete = r.traces.of("inference:complete")
+    assert [e["serverId"] for e in complete] == ["srv"]
+    assert complete[0]["attempts"] == 2

@@ -74,6 +74,15 @@ class Rig:
     sessions: dict[str, ServerSession]
     settings_path: Path
 
+    closed: bool = False
+
+    async def close(self) -> None:
+        """Shut the host down as `agentcore serve` does: the connections, then the kernel."""
+        if not self.closed:
+            self.closed = True
+            await self.host.close()
+            await self.kernel.stop()
+
     @property
     def server(self) -> ServerSession:
         """The session of the only (or first) configured server."""
@@ -147,12 +156,12 @@ async def rig(
         yield start
     finally:
         for r in started:
-            await r.host.close()
-            await r.kernel.stop()
+            await r.close()
         for r in started:
             # Exactly one answer per request id, on every path, shutdown included.
             for session in r.sessions.values():
                 await session.wait_closed()
-                assert session.unanswered_or_twice() == {}, session.tag
+                if not session.left:
+                    assert session.unanswered_or_twice() == {}, session.tag
             # Every provider connection was closed.
             await r.provider.wait_idle()

@@ -114,6 +114,8 @@ class ServerSession:
         self.policy: dict[str, Any] | None = None
         self.ready = asyncio.Event()
         self.closed = asyncio.Event()
+        self.left = False
+        """The test closed this session (the server left) before the host did."""
         self._ids = itertools.count(1)
         self._seq = itertools.count()
         self._waiting: dict[Any, asyncio.Future[Answer]] = {}
@@ -184,6 +186,8 @@ class ServerSession:
         await asyncio.wait_for(self.closed.wait(), timeout)
 
     async def close(self) -> None:
+        """The server goes away (whatever it has not been answered stays unanswered)."""
+        self.left = True
         self._reader.cancel()
         for task in list(self._tasks):
             task.cancel()
@@ -206,6 +210,7 @@ class ServerSession:
             for future in self._waiting.values():
                 if not future.done():
                     future.set_exception(ConnectionError(f"session {self.tag} closed"))
+                    future.exception()  # retrieved: a test need not await every answer
             self.closed.set()
             with contextlib.suppress(Exception):
                 await self.channel.close()

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from agentcore import hookimpl
 from agentcore.inference import (
+    SHUTTING_DOWN,
     Aborted,
     Complete,
     Failed,
@@ -35,6 +36,7 @@ from agentcore.inference import (
 )
 from agentcore.inference.outcome import aborted_message, completion_problem, failure_message
 from agentcore.kernel import Kernel, split_model
+from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
 from agentcore.mcpl.protocol import INTERNAL_ERROR, INVALID_PARAMS, McplError, McplRequest
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.settings import Section
@@ -231,6 +233,11 @@ class McplRouter:
             if problem is not None:
                 raise InferenceError("unknown", problem, retryable=False)
         except InferenceError as error:
+            if error.code == SHUTTING_DOWN:
+                # Woken from a hold or a backoff by the kernel stopping, this request
+                # may answer before the connection does: with the connection's words.
+                await self._emit("mcpl:inference_fail", model=model, error=error.message, **trace)
+                raise McplError(INTERNAL_ERROR, SHUTDOWN_MESSAGE) from None
             message = failure_message(error)
             await self._emit("mcpl:inference_fail", model=model, error=message, **trace)
             raise McplError(INTERNAL_ERROR, message) from None
@@ -265,6 +272,8 @@ class McplRouter:
                 elif isinstance(event, Failed):
                     raise event.error
                 elif isinstance(event, Aborted):
+                    if event.error.code == SHUTTING_DOWN:
+                        raise event.error
                     raise InferenceError("timeout", aborted_message(event), retryable=False)
         raise InferenceError("network", "The inference stream ended without a result")
 

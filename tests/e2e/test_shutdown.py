@@ -1,0 +1,336 @@
+"""Shutdown and going away, end to end: `McplHost.close()` and `agentcore serve` (a real
+subprocess, signalled) with a request in flight; `agentcore serve` exiting by itself once
+every server has closed; and a server that leaves in the middle of a stream.
+
+What must hold on every one of these paths: the request gets exactly one answer (-32603
+"the host is shutting down", the message `ServerConnection` sends), the provider call is
+closed (the loopback server is idle), the stdio server process is gone, and the host exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PROVIDERS, RigFactory, settings_sections
+from e2e_support import TIMEOUT_S, Hub, ServerSession, wait_gone
+
+from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
+from agentcore.testing import API_KEY, LoopbackServer, Scenario
+
+AGENTCORE = str(Path(sys.executable).with_name("agentcore"))
+REPO = Path(__file__).resolve().parents[2]
+SHUTTING_DOWN = {"code": -32603, "message": SHUTDOWN_MESSAGE}
+# Long enough that nothing in flight times out by itself during a test.
+PATIENT = {"progress_timeout_s": 30.0, "request_timeout_s": 30.0}
+
+
+def streamed(text: str = "Go on.") -> dict[str, Any]:
+    return {
+        "featureSet": "fs.a",
+        "stream": True,
+        "messages": [{"role": "user", "content": text}],
+    }
+
+
+async def first_chunk(session: ServerSession, rid: Any) -> None:
+    async with asyncio.timeout(TIMEOUT_S):
+        while not session.chunks(rid):
+            await asyncio.sleep(0.005)
+
+
+async def in_flight(provider: LoopbackServer, count: int = 1) -> None:
+    async with asyncio.timeout(TIMEOUT_S):
+        while provider.in_flight < count:
+            await asyncio.sleep(0.005)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "streamed-after-a-chunk",
+        "whole",
+        "in-backoff",
+        "held-at-admission",
+    ],
+)
+async def test_host_close_answers_in_flight_requests(rig: RigFactory, case: str) -> None:
+    retry = None
+    if case == "in-backoff":
+        retry = {"max_attempts": 3, "initial_delay_s": 30.0, "max_delay_s": 30.0, "jitter_s": 0}
+    hold = {"provider_hold": {"max_wait_s": 60.0}}
+    r = await rig(inference=PATIENT, retry=retry, extra=hold)
+    held = None
+    if case == "streamed-after-a-chunk":
+        r.provider.script(Scenario.stall("Partial ", keepalive_s=0.05), provider="a")
+        rid = await r.server.request("inference/request", streamed())
+        await first_chunk(r.server, rid)
+    elif case == "whole":
+        r.provider.script(Scenario.stall(), provider="a")
+        rid = await r.server.request("inference/request", {**streamed(), "stream": False})
+        await in_flight(r.provider)
+    else:
+        first = (
+            Scenario.server_error() if case == "in-backoff" else Scenario.rate_limit(retry_after=30)
+        )
+        r.provider.script(first, provider="a")
+        rid = await r.server.request("inference/request", streamed())
+        async with asyncio.timeout(TIMEOUT_S):
+            while not r.traces.of("inference:retry"):
+                await asyncio.sleep(0.005)
+        if case == "held-at-admission":
+            # The 429 holds the provider: a second request waits at admission.
+            held = await r.server.request("inference/request", streamed())
+            async with asyncio.timeout(TIMEOUT_S):
+                while (
+                    len([w for w in r.traces.of("inference:waiting") if w["reason"] == "hold"]) < 1
+                ):
+                    await asyncio.sleep(0.005)
+
+    await r.close()
+
+    answer = await r.server.answer(rid)
+    assert answer.error == SHUTTING_DOWN
+    chunks = [("chunk", 0, "Partial ")] if case == "streamed-after-a-chunk" else []
+    assert r.server.transcript(rid) == [*chunks, ("error", SHUTTING_DOWN)]
+    await r.server.wait_closed()
+    assert r.server.answers(rid) == [answer]
+    if held is not None:
+        assert r.server.transcript(held) == [("error", SHUTTING_DOWN)]
+    # The provider call was closed, not left to run.
+    await r.provider.wait_idle()
+    assert len(r.provider.calls) == 1
+    if case in ("streamed-after-a-chunk", "whole"):
+        assert r.provider.calls[0].disconnected
+    if r.server.pid is not None:
+        await wait_gone(r.server.pid)
+    fail = r.traces.mcpl(rid)[-1]
+    assert fail["type"] == "mcpl:inference_fail"
+    assert fail["error"] == "The host is shutting down"
+
+
+async def test_many_in_flight_requests_each_get_one_shutdown_answer(rig: RigFactory) -> None:
+    r = await rig(inference=PATIENT)
+    r.provider.script(*(Scenario.stall("Partial ") for _ in range(10)), provider="a")
+    ids = [await r.server.request("inference/request", streamed()) for _ in range(10)]
+    for rid in ids:
+        await first_chunk(r.server, rid)
+    await r.close()
+    for rid in ids:
+        assert (await r.server.answer(rid)).error == SHUTTING_DOWN
+    await r.server.wait_closed()
+    for rid in ids:
+        assert len(r.server.answers(rid)) == 1
+    await r.provider.wait_idle()
+
+
+async def test_a_server_that_leaves_mid_stream(rig: RigFactory) -> None:
+    r = await rig(inference=PATIENT)
+    r.provider.script(Scenario.stall("Partial "), provider="a")
+    rid = await r.server.request("inference/request", streamed())
+    await first_chunk(r.server, rid)
+    await r.server.close()  # the server goes away without waiting for its answer
+    if r.server.pid is not None:
+        await wait_gone(r.server.pid)
+    connection = r.host.connections["srv"]
+    await asyncio.wait_for(connection.wait_closed(), TIMEOUT_S)
+    # Its provider call is closed, and the failure is traced once.
+    await r.provider.wait_idle()
+    assert r.provider.calls[0].disconnected
+    async with asyncio.timeout(TIMEOUT_S):
+        while len(r.traces.mcpl(rid)) < 2:
+            await asyncio.sleep(0.005)
+    fail = r.traces.mcpl(rid)[1:]
+    assert [(f["type"], f["streamed"]) for f in fail] == [("mcpl:inference_fail", True)]
+
+
+# -- agentcore serve, a real subprocess ------------------------------------------------
+
+
+async def serve(settings: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        AGENTCORE,
+        "serve",
+        "--settings",
+        str(settings),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+    )
+
+
+async def finish(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    """Wait for the process to exit (at most 10 s: DESIGN.md's bound) and read its output."""
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 10.0)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError("agentcore serve did not exit within 10 s") from None
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+@pytest.fixture
+def serve_settings(
+    hub: Hub, loopback_settings: Callable[..., Path], tmp_path: Path
+) -> Callable[..., Path]:
+    def write(servers: dict[str, dict[str, Any]]) -> Path:
+        return loopback_settings(
+            PROVIDERS,
+            inference={**PATIENT},
+            sections={
+                **settings_sections(hub, servers),
+                "traces": {"jsonl": str(tmp_path / "traces.jsonl")},
+            },
+        )
+
+    return write
+
+
+def traces(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_serve_answers_in_flight_requests_when_signalled(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    serve_settings: Callable[..., Path],
+    tmp_path: Path,
+    sig: signal.Signals,
+) -> None:
+    process = await serve(serve_settings({"srv": hub.config("srv")}))
+    try:
+        session = await hub.next_session()
+        await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+        loopback_provider.script(Scenario.stall("Partial ", keepalive_s=0.05), provider="a")
+        rid = await session.request("inference/request", streamed())
+        await first_chunk(session, rid)
+        process.send_signal(sig)
+        code, stdout, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert stdout == ""
+    assert (await session.answer(rid)).error == SHUTTING_DOWN
+    assert session.transcript(rid) == [("chunk", 0, "Partial "), ("error", SHUTTING_DOWN)]
+    await session.wait_closed()
+    assert session.unanswered_or_twice() == {}
+    await loopback_provider.wait_idle()
+    assert loopback_provider.calls[0].disconnected
+    if session.pid is not None:
+        await wait_gone(session.pid)
+    assert API_KEY not in stderr
+    assert "signalled: answering in-flight requests" in stderr
+    seen = traces(tmp_path / "traces.jsonl")
+    assert [t["type"] for t in seen if t["type"].startswith("mcpl:")] == [
+        "mcpl:inference_start",
+        "mcpl:inference_fail",
+    ]
+    assert API_KEY not in (tmp_path / "traces.jsonl").read_text()
+
+
+async def test_serve_exits_once_every_server_has_closed(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    serve_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    # Two servers: the example memory server, which exits once it has its summary,
+    # and ours, which stays until the test closes it. serve exits only after both.
+    memory = {
+        "command": [sys.executable, str(REPO / "examples" / "memory_server.py")],
+        "grant": ["inferenceRequest", "inferenceRequest.streaming", "modelInfo"],
+        "shutdown_grace_s": 2.0,
+    }
+    settings = serve_settings({"memory": memory, "srv": hub.config("srv")})
+    # The memory server's feature set is not routed by name; the default takes it.
+    loopback_provider.script(Scenario.text("Alice likes mornings.", model="served-x"), provider="a")
+    process = await serve(settings)
+    try:
+        session = await hub.next_session()
+        await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+        log = tmp_path / "traces.jsonl"
+        async with asyncio.timeout(TIMEOUT_S):
+            while not (log.exists() and "mcpl:inference_complete" in log.read_text()):
+                await asyncio.sleep(0.01)
+        # The memory server has its answer and exits; serve keeps serving ours.
+        loopback_provider.script(Scenario.text("Still here."), provider="a")
+        answer = await session.infer({**streamed(), "stream": False})
+        assert answer.result["content"] == "Still here."
+        assert process.returncode is None
+        await session.close()
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert (
+        "mcpl server memory stderr: summary (end_turn, served-x): Alice likes mornings." in stderr
+    )
+    assert "mcpl server memory: exited with 0" in stderr
+    assert "every MCPL server has closed its connection" in stderr
+    complete = [
+        t for t in traces(tmp_path / "traces.jsonl") if t["type"] == "mcpl:inference_complete"
+    ]
+    assert [(t["serverId"], t["streamed"]) for t in complete] == [
+        ("memory", True),
+        ("srv", False),
+    ]
+    await loopback_provider.wait_idle()
+
+
+async def test_serve_with_the_echo_example_exits_by_itself(tmp_path: Path) -> None:
+    settings = tmp_path / "echo.toml"
+    settings.write_text(
+        f"""
+[traces]
+jsonl = "{tmp_path / "traces.jsonl"}"
+
+[providers.echo]
+kind = "echo"
+delay_s = 0.01
+
+[mcpl.servers.memory]
+command = ["{sys.executable}", "{REPO / "examples" / "memory_server.py"}"]
+grant = ["inferenceRequest", "inferenceRequest.streaming", "modelInfo"]
+
+[mcpl.routing]
+default = "echo:echo-1"
+"""
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
+    process = await asyncio.create_subprocess_exec(
+        AGENTCORE,
+        "serve",
+        "--settings",
+        str(settings),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    code, stdout, stderr = await finish(process)
+    assert code == 0, stderr
+    assert stdout == ""
+    assert "mcpl server memory: exited with 0" in stderr
+    assert "every MCPL server has closed its connection" in stderr
+    seen = traces(tmp_path / "traces.jsonl")
+    (complete,) = [t for t in seen if t["type"] == "mcpl:inference_complete"]
+    assert complete["serverId"] == "memory"
+    assert complete["streamed"] is True
+    assert complete["finishReason"] == "end_turn"
+    chunks = [line for line in stderr.splitlines() if "stderr: chunk " in line]
+    assert chunks and "stderr: chunk 0: " in chunks[0]

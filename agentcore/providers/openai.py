@@ -412,6 +412,13 @@ class OpenAIProvider:
                                 if reason == "error":
                                     yield Failed(_finish_error(choice, name, model))
                                     return
+                        elif obj.get("object") == "error":  # vLLM's error shape, mid-stream
+                            yield Failed(
+                                error_from_payload(
+                                    obj, provider=name, model=model, prefix=MID_STREAM
+                                )
+                            )
+                            return
                         if state.served is None:
                             state.served = obj.get("model")
                         if obj.get("usage"):

@@ -439,6 +439,17 @@ async def test_error_frame_without_choices(provider: OpenAIProvider) -> None:
     assert isinstance(end, Failed) and end.error.kind == "rate_limit"
 
 
+async def test_vllm_error_object_mid_stream(provider: OpenAIProvider) -> None:
+    frame = {"object": "error", "message": "CUDA out of memory", "type": "InternalServerError"}
+    payload = sse(chunk({"content": "Part"}), (None, {**frame, "code": 500}))
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([payload]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed)
+    assert end.error.kind == "server"
+    assert end.error.message == "The provider reported an error mid-stream: CUDA out of memory"
+
+
 async def test_bare_finish_reason_error(provider: OpenAIProvider) -> None:
     payload = sse(chunk({"content": "Part"}), chunk({}, "error"), DONE)
     with respx.mock() as mock:

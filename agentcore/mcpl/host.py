@@ -64,28 +64,36 @@ class McplHost:
             raise McplError(INTERNAL_ERROR, str(exc)) from exc
 
     async def start(self) -> None:
-        """Open every server; one that cannot start is logged and left out."""
-        for name, config in self.kernel.settings.mcpl.servers.items():
-            try:
-                factory = transport_factory(name, config)
-            except ValueError as exc:
-                logger.error("{}", exc)
-                continue
-            connection = ServerConnection(
-                name,
-                factory,
-                grant=config.grant,
-                handler=self.handle,
-                disabled_feature_sets=config.disabled_feature_sets,
-                reconnect=ReconnectPolicy() if config.reconnect else None,
-            )
-            try:
-                await connection.start()
-            except McplStartError as exc:
-                logger.error("mcpl server {} did not start: {}", name, exc)
-                continue
-            logger.info("mcpl server {}: ready, granted {}", name, sorted(connection.grant))
-            self.connections[name] = connection
+        """Open every server, all at once; one that cannot start is logged and left out.
+
+        Concurrently, so that a server slow to finish its handshake holds up neither
+        the others nor a shutdown (cancelling this closes the ones not yet ready).
+        """
+        async with asyncio.TaskGroup() as group:
+            for name, config in self.kernel.settings.mcpl.servers.items():
+                group.create_task(self._start_one(name, config), name=f"mcpl-start:{name}")
+
+    async def _start_one(self, name: str, config: McplServerSettings) -> None:
+        try:
+            factory = transport_factory(name, config)
+        except ValueError as exc:
+            logger.error("{}", exc)
+            return
+        connection = ServerConnection(
+            name,
+            factory,
+            grant=config.grant,
+            handler=self.handle,
+            disabled_feature_sets=config.disabled_feature_sets,
+            reconnect=ReconnectPolicy() if config.reconnect else None,
+        )
+        try:
+            await connection.start()
+        except McplStartError as exc:
+            logger.error("mcpl server {} did not start: {}", name, exc)
+            return
+        logger.info("mcpl server {}: ready, granted {}", name, sorted(connection.grant))
+        self.connections[name] = connection
 
     async def wait_all_closed(self) -> None:
         await asyncio.gather(*(c.wait_closed() for c in self.connections.values()))
@@ -98,28 +106,44 @@ class McplHost:
 
 
 async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
-    """`agentcore serve`: serve until SIGTERM/SIGINT (or `stop`), or until every server has gone."""
+    """`agentcore serve`: serve until SIGTERM/SIGINT (or `stop`), or until every server has gone.
+
+    A signal is honoured at any point, also while servers are still starting: those
+    not yet ready are given up, and the rest are closed as usual.
+    """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     host = McplHost(kernel)
+    stopped = asyncio.ensure_future(stop.wait())
     try:
         await kernel.start()
-        await host.start()
-        if not host.connections:
-            logger.warning("no MCPL server is connected; the host has nothing to serve")
-        stopped = asyncio.ensure_future(stop.wait())
-        gone = asyncio.ensure_future(host.wait_all_closed())
-        await asyncio.wait({stopped, gone}, return_when=asyncio.FIRST_COMPLETED)
+        starting = asyncio.ensure_future(host.start())
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            logger.info("signalled while the servers were starting: giving up on the rest")
+            starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        if not starting.cancelled():
+            try:
+                starting.result()  # a failure other than a server's own is a bug: raise it
+            except BaseException:
+                await host.close()
+                raise
+        if not stop.is_set():
+            if not host.connections:
+                logger.warning("no MCPL server is connected; the host has nothing to serve")
+            gone = asyncio.ensure_future(host.wait_all_closed())
+            await asyncio.wait({stopped, gone}, return_when=asyncio.FIRST_COMPLETED)
+            gone.cancel()
         if stop.is_set():
             logger.info("signalled: answering in-flight requests and closing the servers")
         else:
             logger.info("every MCPL server has closed its connection")
-        for future in (stopped, gone):
-            future.cancel()
         await host.close()
     finally:
+        stopped.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await kernel.stop()

@@ -73,6 +73,8 @@ class ServerScript:
     receipt: dict[str, Any] = field(default_factory=lambda: dict(RECEIPT))
     before_receipt: PolicyStep | None = None
     """Run on `featureSets/update`, before the receipt is sent."""
+    answer_initialize: bool = True
+    """False: never answer `initialize` (a server stuck at start-up)."""
 
 
 @dataclass
@@ -229,6 +231,8 @@ class ServerSession:
         rid, params = message["id"], message.get("params") or {}
         if method == "initialize":
             self.initialize = params
+            if not self.script.answer_initialize:
+                return
             self._spawn(
                 self._respond(
                     rid,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import PROVIDERS, RigFactory, settings_sections
-from e2e_support import TIMEOUT_S, Hub, ServerSession, wait_gone
+from e2e_support import TIMEOUT_S, Hub, ServerScript, ServerSession, wait_gone
 
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
@@ -334,3 +334,38 @@ default = "echo:echo-1"
     assert complete["finishReason"] == "end_turn"
     chunks = [line for line in stderr.splitlines() if "stderr: chunk " in line]
     assert chunks and "stderr: chunk 0: " in chunks[0]
+
+
+async def test_serve_signalled_while_a_server_is_stuck_at_start_up(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    serve_settings: Callable[..., Path],
+) -> None:
+    # "stuck" never answers initialize (the handshake would wait 30 s); "ok" is ready.
+    # A signal must not wait for the handshake: serve still exits 0 within 10 s.
+    hub.scripts["stuck"] = ServerScript(answer_initialize=False)
+    process = await serve(serve_settings({"stuck": hub.config("stuck"), "ok": hub.config("ok")}))
+    try:
+        sessions = {}
+        for _ in range(2):
+            session = await hub.next_session()
+            sessions[session.tag] = session
+        await asyncio.wait_for(sessions["ok"].ready.wait(), TIMEOUT_S)
+        async with asyncio.timeout(TIMEOUT_S):
+            while sessions["stuck"].initialize is None:
+                await asyncio.sleep(0.005)
+        # The ready server is served while the other one is still starting.
+        loopback_provider.script(Scenario.text("Served meanwhile."), provider="a")
+        answer = await sessions["ok"].infer({**streamed(), "stream": False})
+        assert answer.result["content"] == "Served meanwhile."
+        process.send_signal(signal.SIGTERM)
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    for session in sessions.values():
+        await session.wait_closed()
+        if session.pid is not None:
+            await wait_gone(session.pid)

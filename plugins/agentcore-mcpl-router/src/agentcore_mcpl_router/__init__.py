@@ -246,6 +246,12 @@ class McplRouter:
             why = "The host is shutting down" if stopping else "The inference was cancelled"
             await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
             raise
+        except Exception as exc:
+            # Not an ending of the inference (say, the connection closed under a chunk),
+            # but the request failed all the same: traced, then answered at the boundary.
+            why = str(exc) or type(exc).__name__
+            await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
+            raise
         result = result_of(response)
         await self._emit(
             "mcpl:inference_complete",

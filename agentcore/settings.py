@@ -69,7 +69,7 @@ def provider_kinds() -> list[str]:
     plugin registered with `agentcore.providers.register_kind`."""
     from agentcore import providers  # late: agentcore.providers imports this module
 
-    return sorted(set(BUILTIN_KINDS) | set(providers._FACTORIES))
+    return sorted(set(BUILTIN_KINDS) | set(providers.kinds()))
 
 
 class ProviderSettings(Section):

@@ -44,6 +44,11 @@ def register_kind(kind: str, factory: ProviderFactory) -> None:
     _FACTORIES[kind] = factory
 
 
+def kinds() -> list[str]:
+    """Every provider kind this build can create: the built-in ones and any registered."""
+    return sorted(_FACTORIES)
+
+
 def create_provider(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
     factory = _FACTORIES.get(config.kind)
     if factory is None:
@@ -57,4 +62,11 @@ def create_provider(name: str, config: ProviderSettings, inference: InferenceSet
     return factory(name, config, inference)
 
 
-__all__ = ["Provider", "ProviderFactory", "create_provider", "normalize_stop", "register_kind"]
+__all__ = [
+    "Provider",
+    "ProviderFactory",
+    "create_provider",
+    "kinds",
+    "normalize_stop",
+    "register_kind",
+]

@@ -78,12 +78,12 @@ function writing a settings file into ``tmp_path`` (same arguments as
 `LoopbackServer.settings_toml`) with `API_KEY_ENV` set for the test::
 
     async def test_rate_limited(loopback_provider, loopback_settings):
-        loopback_provider.script(Scenario.rate_limit(retry_after=0), Scenario.text("ok"))
+        loopback_provider.script(Scenario.rate_limit(retry_after=3))
         async with Kernel.load(loopback_settings(), discover_plugins=False) as kernel:
             with pytest.raises(InferenceError) as info:
                 await kernel.complete(Request("anthropic:claude-x", [Message.user("hi")]))
-        assert info.value.kind == "rate_limit"
-        await loopback_provider.wait_idle()
+        assert (info.value.kind, info.value.retry_after_s) == ("rate_limit", 3.0)
+        await loopback_provider.wait_idle()   # nothing in flight, no connection open
 """
 
 from agentcore.testing.scenarios import WIRES, Scenario, Unplayable, Wire

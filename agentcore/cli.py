@@ -27,7 +27,7 @@ from agentcore.inference import (
     Request,
     Response,
 )
-from agentcore.inference.outcome import aborted_message, completion_problem
+from agentcore.inference.outcome import aborted_message, completion_problem, result_object
 from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.log import configure_logging
 from agentcore.settings import SettingsError, flatten
@@ -121,18 +121,6 @@ class InferStatus:
             self._status = None
 
 
-def result_json(response: Response) -> dict[str, Any]:
-    return {
-        "content": response.text,
-        "model": response.model_served,
-        "finishReason": response.stop.reason,
-        "usage": {
-            "inputTokens": response.usage.input_tokens,
-            "outputTokens": response.usage.output_tokens,
-        },
-    }
-
-
 async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
     """One inference; prints visible text as it streams (unless --json). Returns the exit code."""
     response: Response | None = None
@@ -168,7 +156,7 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
         click.echo(f"agentcore: {problem}", err=True)
         return 1
     if as_json:
-        click.echo(json.dumps(result_json(response)))
+        click.echo(json.dumps(result_object(response)))
     elif not stream:
         click.echo(response.text)
     return 0

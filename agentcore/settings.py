@@ -82,6 +82,9 @@ class ProviderSettings(Section):
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 300.0
     headers: dict[str, str] = Field(default_factory=dict)
+    max_connections: int | None = Field(default=None, ge=1)
+    """Concurrent HTTP connections to this provider; None: no cap."""
+    max_keepalive_connections: int = Field(default=20, ge=0)
     delay_s: float = 0.0
     """echo only: the pause before each word."""
 

@@ -18,7 +18,6 @@ exactly its chunks, in order. Target: N = 1000 answered, p99 added latency under
 
     .venv/bin/python bench/mcpl_router.py [--sizes 10,100,1000] [--chunks 20]
         [--interval 0.1] [--wire anthropic|openai] [--traces] [--profile DIR]
-        [--unlimited-pool]
 
 ``--profile DIR`` runs serve under cProfile and writes ``DIR/serve-N.prof``.
 Not part of ``make test``.
@@ -135,24 +134,6 @@ def run_server() -> int:
 # -- the benchmark ---------------------------------------------------------------------
 
 
-# `agentcore serve` with httpx's pool uncapped (agentcore.providers.http caps each
-# provider's client at 100 connections): what the host does once every stream can open.
-UNLIMITED_POOL = """
-import sys
-import httpx
-
-class Limits(httpx.Limits):
-    def __init__(self, *args, **kwargs):
-        kwargs["max_connections"] = None
-        super().__init__(*args, **kwargs)
-
-httpx.Limits = Limits
-from agentcore.cli import main
-sys.argv[0] = "agentcore"
-main()
-"""
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
@@ -225,20 +206,11 @@ def run_size(args: Any, n: int, provider: Any, directory: str) -> dict[str, Any]
     )
     agentcore = os.path.join(os.path.dirname(sys.executable), "agentcore")
     serve = ["serve", "--settings", str(settings)]
-    if args.unlimited_pool:
-        command = [sys.executable, "-c", UNLIMITED_POOL, *serve]
-    else:
-        command = [agentcore, *serve]
+    command = [agentcore, *serve]
     if args.profile:
         os.makedirs(args.profile, exist_ok=True)
         prof = os.path.join(args.profile, f"serve-{n}.prof")
-        if args.unlimited_pool:
-            script = os.path.join(directory, "serve_unlimited_pool.py")
-            with open(script, "w") as f:
-                f.write(UNLIMITED_POOL)
-            command = [sys.executable, "-m", "cProfile", "-o", prof, script, *serve]
-        else:
-            command = [sys.executable, "-m", "cProfile", "-o", prof, agentcore, *serve]
+        command = [sys.executable, "-m", "cProfile", "-o", prof, agentcore, *serve]
     env = {**os.environ, "AGENTCORE_LOG_LEVEL": os.environ.get("AGENTCORE_LOG_LEVEL", "WARNING")}
     log = open(os.path.join(directory, f"serve-{n}.log"), "wb")  # noqa: SIM115
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
@@ -338,11 +310,6 @@ def main() -> int:
     parser.add_argument("--traces", action="store_true", help="write [traces] jsonl too")
     parser.add_argument("--profile", metavar="DIR", help="run serve under cProfile")
     parser.add_argument("--timeout", type=float, default=120.0)
-    parser.add_argument(
-        "--unlimited-pool",
-        action="store_true",
-        help="an experiment: serve with no cap on the provider client's connection pool",
-    )
     args = parser.parse_args()
     os.environ[API_KEY_ENV] = API_KEY
 

@@ -8,11 +8,27 @@ whose message says why.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentcore.inference.errors import InferenceError
 from agentcore.inference.events import Aborted
 from agentcore.inference.models import Response, ToolUseBlock
 
 NAMED_STOPS: frozenset[str] = frozenset({"end_turn", "max_tokens", "stop_sequence"})
+
+
+def result_object(response: Response) -> dict[str, Any]:
+    """The §11.3 result of a plain completion, which `agentcore infer --json` prints too:
+    content from the text blocks, the real stop, usage, and the model that served it."""
+    return {
+        "content": response.text,
+        "model": response.model_served,
+        "finishReason": response.stop.reason,
+        "usage": {
+            "inputTokens": response.usage.input_tokens,
+            "outputTokens": response.usage.output_tokens,
+        },
+    }
 
 
 def completion_problem(response: Response, offers: str = "inference/request") -> str | None:

@@ -184,6 +184,7 @@ class ServerConnection:
 
     def _reset_session_state(self) -> None:
         self._state = "pending"
+        self._outbound_allowed: set[str] = set()
         self._grant: frozenset[str] = frozenset()
         self._advertised: frozenset[str] = frozenset()
         self._feature_sets: dict[str, FeatureSet] = {}
@@ -260,6 +261,8 @@ class ServerConnection:
         return peer
 
     def _check_outbound(self, method: str) -> None:
+        if method in self._outbound_allowed:
+            return  # decided once per session: the grant does not change within one
         needs = OUTBOUND_CAPABILITIES.get(method)
         if needs is None:
             return
@@ -267,6 +270,7 @@ class ServerConnection:
             raise _denied(needs[0], _STATE_REASONS[self._state], reason=_STATE_CODES[self._state])
         if not any(is_granted(self._grant, capability) for capability in needs):
             raise _denied(needs[0], "not in the effective grant")
+        self._outbound_allowed.add(method)
 
     # -- lifecycle -----------------------------------------------------------
 

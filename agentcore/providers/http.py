@@ -90,7 +90,13 @@ def build_client(
         headers=merged,
         timeout=timeout,
         verify=_ssl_context(),
-        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+        # No cap on concurrent calls unless the deployment sets one: a host serving a
+        # thousand MCPL streams must not queue them behind a pool. Idle connections
+        # kept alive stay few, since httpcore walks them on every request.
+        limits=httpx.Limits(
+            max_connections=config.max_connections,
+            max_keepalive_connections=config.max_keepalive_connections,
+        ),
         follow_redirects=False,
     )
 

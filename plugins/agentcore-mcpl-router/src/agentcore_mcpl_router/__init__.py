@@ -34,7 +34,12 @@ from agentcore.inference import (
     TextBlock,
     Token,
 )
-from agentcore.inference.outcome import aborted_message, completion_problem, failure_message
+from agentcore.inference.outcome import (
+    aborted_message,
+    completion_problem,
+    failure_message,
+    result_object,
+)
 from agentcore.kernel import Kernel, split_model
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
 from agentcore.mcpl.protocol import INTERNAL_ERROR, INVALID_PARAMS, McplError, McplRequest
@@ -133,19 +138,6 @@ def _preferences(params: dict[str, Any], routing: RoutingSettings) -> tuple[int,
     ):
         raise McplError(INVALID_PARAMS, "params.preferences.temperature must be a number")
     return max_tokens, None if temperature is None else float(temperature)
-
-
-def result_of(response: Response) -> dict[str, Any]:
-    """The §11.3 result: content from the text blocks, the real stop, usage and served model."""
-    return {
-        "content": response.text,
-        "model": response.model_served,
-        "finishReason": response.stop.reason,
-        "usage": {
-            "inputTokens": response.usage.input_tokens,
-            "outputTokens": response.usage.output_tokens,
-        },
-    }
 
 
 class McplRouter:
@@ -252,7 +244,7 @@ class McplRouter:
             why = str(exc) or type(exc).__name__
             await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
             raise
-        result = result_of(response)
+        result = result_object(response)
         await self._emit(
             "mcpl:inference_complete",
             model=result["model"],

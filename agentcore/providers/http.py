@@ -44,6 +44,7 @@ from agentcore.settings import ProviderSettings
 __all__ = [
     "MID_STREAM",
     "ErrorBody",
+    "ProviderClient",
     "build_client",
     "classify",
     "copy_usage",
@@ -69,10 +70,54 @@ __all__ = [
 # -- the client -------------------------------------------------------------------------
 
 
+SHARD_CALLS = 50
+"""Concurrent calls one httpx client carries before the next one is opened."""
+
+
+class ProviderClient:
+    """A provider's HTTP connections: pooled httpx clients, filled one after another.
+
+    Why more than one client: httpcore's pool walks every connection it holds on each
+    request's start and end, so a single pool serving a thousand concurrent streams
+    spends most of the host's CPU on that walk. Each client here carries at most
+    `SHARD_CALLS` calls; a call goes to the first client with room, so a quiet host
+    uses one client and reuses its kept-alive connections. With ``[providers.NAME]
+    max_connections`` set, one client enforces that cap instead.
+    """
+
+    def __init__(self, open_client: Callable[[int | None], httpx.AsyncClient], cap: int | None):
+        self._open = open_client
+        self._cap = cap
+        self._clients: list[httpx.AsyncClient] = []
+        self._calls: list[int] = []
+
+    @asynccontextmanager
+    async def lease(self) -> AsyncIterator[httpx.AsyncClient]:
+        """A client for one call, held until the call's response is closed."""
+        room = SHARD_CALLS if self._cap is None else None
+        index = next(
+            (i for i, calls in enumerate(self._calls) if room is None or calls < room), None
+        )
+        if index is None:
+            index = len(self._clients)
+            self._clients.append(self._open(self._cap if self._cap is not None else room))
+            self._calls.append(0)
+        self._calls[index] += 1
+        try:
+            yield self._clients[index]
+        finally:
+            self._calls[index] -= 1
+
+    async def aclose(self) -> None:
+        clients, self._clients, self._calls = self._clients, [], []
+        for client in clients:
+            await client.aclose()
+
+
 def build_client(
     config: ProviderSettings, base_url: str, headers: Mapping[str, str]
-) -> httpx.AsyncClient:
-    """One pooled client per provider instance, with the settings' connect and read timeouts.
+) -> ProviderClient:
+    """The provider's pooled clients, with the settings' connect and read timeouts.
 
     The whole-request and progress timeouts are the kernel's, around any provider;
     here we only bound each network step. Extra `[providers.NAME] headers` come last,
@@ -85,20 +130,23 @@ def build_client(
         pool=config.connect_timeout_s,
     )
     merged = {**headers, **config.headers}
-    return httpx.AsyncClient(
-        base_url=base_url.rstrip("/"),
-        headers=merged,
-        timeout=timeout,
-        verify=_ssl_context(),
-        # No cap on concurrent calls unless the deployment sets one: a host serving a
-        # thousand MCPL streams must not queue them behind a pool. Idle connections
-        # kept alive stay few, since httpcore walks them on every request.
-        limits=httpx.Limits(
-            max_connections=config.max_connections,
-            max_keepalive_connections=config.max_keepalive_connections,
-        ),
-        follow_redirects=False,
-    )
+
+    def open_client(max_connections: int | None) -> httpx.AsyncClient:
+        keepalive = config.max_keepalive_connections
+        if max_connections is not None:
+            keepalive = min(keepalive, max_connections)
+        return httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers=merged,
+            timeout=timeout,
+            verify=_ssl_context(),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=keepalive
+            ),
+            follow_redirects=False,
+        )
+
+    return ProviderClient(open_client, config.max_connections)
 
 
 @functools.cache
@@ -543,7 +591,7 @@ MID_STREAM = "The provider reported an error mid-stream: "
 
 @asynccontextmanager
 async def open_stream(
-    client: httpx.AsyncClient, path: str, body: Mapping[str, Any], *, provider: str, model: str
+    pool: ProviderClient, path: str, body: Mapping[str, Any], *, provider: str, model: str
 ) -> AsyncIterator[httpx.Response]:
     """POST and hand over the streaming response once its status is a success.
 
@@ -551,24 +599,26 @@ async def open_stream(
     ends (done, failed, or the consumer left early and the generator was closed),
     the response is closed, so its connection is released, never leaked.
     """
-    response = await client.send(client.build_request("POST", path, json=body), stream=True)
-    try:
-        if not 200 <= response.status_code < 300:
-            content = await response.aread()
-            raise error_from_response(
-                response.status_code, response.headers, content, provider=provider, model=model
-            )
-        yield response
-    finally:
-        await response.aclose()
+    async with pool.lease() as client:
+        response = await client.send(client.build_request("POST", path, json=body), stream=True)
+        try:
+            if not 200 <= response.status_code < 300:
+                content = await response.aread()
+                raise error_from_response(
+                    response.status_code, response.headers, content, provider=provider, model=model
+                )
+            yield response
+        finally:
+            await response.aclose()
 
 
 async def post_json(
-    client: httpx.AsyncClient, path: str, body: Mapping[str, Any], *, provider: str, model: str
+    pool: ProviderClient, path: str, body: Mapping[str, Any], *, provider: str, model: str
 ) -> Any:
     """POST a whole (non-streamed) call and return the decoded JSON reply, or raise its error."""
     try:
-        response = await client.post(path, json=body)
+        async with pool.lease() as client:
+            response = await client.post(path, json=body)
     except httpx.HTTPError as exc:
         raise error_from_exception(exc, provider=provider, model=model) from exc
     if not 200 <= response.status_code < 300:

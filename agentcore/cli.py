@@ -114,6 +114,11 @@ class InferStatus:
         else:
             self._status.update(text)
 
+    @property
+    def text(self) -> str | None:
+        """What the status line says now, or None while nothing waits."""
+        return None if self._status is None else str(self._status.status)
+
     @hookimpl
     def agentcore_stop(self) -> None:
         if self._status is not None:

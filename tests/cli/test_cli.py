@@ -161,3 +161,81 @@ def test_demo_runs_by_itself_and_exits_zero() -> None:
     ):
         assert event in done.stdout
     assert "chunk 0:" in done.stderr
+
+
+def test_the_status_line_follows_the_waiting_traces() -> None:
+    import io
+
+    from rich.console import Console
+
+    from agentcore.cli import InferStatus
+    from agentcore.traces import TraceEvent
+
+    status = InferStatus(Console(file=io.StringIO(), force_terminal=True))
+    fields = {"reason": "hold", "provider": "a", "model": "claude-x"}
+    status.on_trace(TraceEvent("inference:waiting", {**fields, "remainingMs": 12_000}))
+    assert status.text == "waiting for a:claude-x, hold, 12 s left"
+    status.on_trace(TraceEvent("inference:waiting", {**fields, "remainingMs": 11_000}))
+    assert status.text == "waiting for a:claude-x, hold, 11 s left"
+    status.on_trace(TraceEvent("inference:complete", {}))
+    assert status.text is not None  # other traces leave it alone
+    status.on_trace(TraceEvent("inference:waiting", {**fields, "remainingMs": 0, "ended": True}))
+    assert status.text is None
+
+
+def _rate_limited_then_ok(loopback_provider: LoopbackServer) -> None:
+    loopback_provider.script(Scenario.rate_limit(retry_after=1), Scenario.text("after the wait"))
+
+
+def test_infer_shows_the_wait_on_a_terminal(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    import pty
+
+    settings = loopback_settings(
+        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 0.2}}
+    )
+    _rate_limited_then_ok(loopback_provider)
+    leader, follower = pty.openpty()
+    try:
+        command = ["infer", "--settings", str(settings), "--model", "a:claude-x", "Hi"]
+        done = subprocess.run(
+            [sys.executable, "-m", "agentcore", *command],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+        )
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+    assert done.returncode == 0
+    assert done.stdout == "after the wait\n"
+    assert b"waiting for a:claude-x" in shown
+
+
+def test_infer_shows_no_status_when_stderr_is_not_a_terminal(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 0.2}}
+    )
+    _rate_limited_then_ok(loopback_provider)
+    done = agentcore("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "after the wait\n"
+    assert len(loopback_provider.calls) == 2  # it did wait for the retry
+    assert "waiting for" not in done.stderr

@@ -40,8 +40,17 @@ _FACTORIES: dict[str, ProviderFactory] = {
 }
 
 
-def register_kind(kind: str, factory: ProviderFactory) -> None:
+def register_kind(kind: str, factory: ProviderFactory) -> ProviderFactory | None:
+    """Make `kind` a provider kind that `factory` creates; returns the factory it
+    replaced, if any (so that a caller can put it back)."""
+    previous = _FACTORIES.get(kind)
     _FACTORIES[kind] = factory
+    return previous
+
+
+def unregister_kind(kind: str) -> ProviderFactory | None:
+    """Forget `kind`; returns its factory (None if it had none)."""
+    return _FACTORIES.pop(kind, None)
 
 
 def kinds() -> list[str]:
@@ -69,4 +78,5 @@ __all__ = [
     "kinds",
     "normalize_stop",
     "register_kind",
+    "unregister_kind",
 ]

@@ -1,4 +1,5 @@
-"""Test helpers shipped with agentcore: a scripted loopback provider server and pytest fixtures.
+"""Test helpers shipped with agentcore: a scripted loopback provider server, a scripted
+in-process provider, and pytest fixtures.
 
 Plugin authors test against the same thing agentcore's own tests do. The API
 below is stable; it only grows.
@@ -84,9 +85,67 @@ function writing a settings file into ``tmp_path`` (same arguments as
                 await kernel.complete(Request("anthropic:claude-x", [Message.user("hi")]))
         assert (info.value.kind, info.value.retry_after_s) == ("rate_limit", 3.0)
         await loopback_provider.wait_idle()   # nothing in flight, no connection open
+
+The in-process provider
+-----------------------
+`ScriptedProvider` implements the `Provider` protocol itself: no server, no wire,
+for testing a policy plugin against the kernel. ``provider.script`` is a queue of
+answers, one per call; once it is empty every call plays ``provider.default``
+(`OK`: ``hello``, ``end_turn``). An answer is:
+
+- `OK`; a `Response` (its text, then `Complete`; what ``complete()`` returns)
+- an `InferenceError` (``stream()`` yields `Failed`, ``complete()`` raises it);
+  any other exception is raised
+- `STALL` (nothing, forever) or ``Stall(seconds)`` (then `OK`)
+- ``Partial(error, text="hel")``: visible text, then `Failed`; `NO_TERMINAL`: text,
+  then the stream just ends
+- a list of steps, played in order: a stream event is yielded, an exception is
+  raised, a `Stall` waits (``complete()`` returns a `Response`, or a `Complete`'s)
+
+``latency_s`` is waited at the start of every call. What it saw: ``calls`` (a list
+of `ScriptedCall`: model, request, tag (``metadata["tag"]``), streamed,
+started_at / ended_at, ending), ``models``, ``log`` (`CallEvent` start and end, in
+order; ``starts()``), ``endings`` (how each streamed attempt ended: ``finished``,
+``GeneratorExit`` when closed before its terminal, or ``CancelledError``),
+``stalled`` (an `asyncio.Event` set when a stall begins) and ``closed``.
+
+Installing it: ``scripted_kind(provider)`` (a context manager) makes every
+``[providers.NAME] kind = "scripted"`` section resolve to it, and restores the
+provider registry after; ``registered_kind(kind, factory)`` does the same for any
+factory. Both use the public `agentcore.providers.register_kind` /
+`unregister_kind`. `TraceRecorder` is a plugin keeping every trace (``events``,
+``of(type)``: their fields, ``types``) and every announced wait (``waits``).
+
+Fixtures: ``scripted_provider`` yields a `ScriptedProvider` named ``fake``,
+registered as kind ``"scripted"`` for the test; ``trace_recorder`` a
+`TraceRecorder`::
+
+    async def test_retried(scripted_provider, trace_recorder, tmp_path):
+        scripted_provider.script = [InferenceError("server", "boom", status=500)]
+        path = tmp_path / "agentcore.toml"
+        path.write_text('[providers.fake]\nkind = "scripted"\n')
+        plugins = {"retry": RetryPolicy, "traces": trace_recorder}
+        async with Kernel.load(path, discover_plugins=False, plugins=plugins) as kernel:
+            await kernel.complete(Request("fake:m1", [Message.user("hi")]))
+        assert scripted_provider.models == ["m1", "m1"]
 """
 
 from agentcore.testing.scenarios import WIRES, Scenario, Unplayable, Wire
+from agentcore.testing.scripted import (
+    NO_TERMINAL,
+    OK,
+    SCRIPTED_KIND,
+    STALL,
+    CallEvent,
+    Partial,
+    ScriptedCall,
+    ScriptedProvider,
+    Stall,
+    TraceRecorder,
+    registered_kind,
+    scripted_kind,
+    text_response,
+)
 from agentcore.testing.server import (
     API_KEY,
     API_KEY_ENV,
@@ -100,11 +159,24 @@ __all__ = [
     "API_KEY",
     "API_KEY_ENV",
     "DEFAULT_PROVIDERS",
+    "NO_TERMINAL",
+    "OK",
+    "SCRIPTED_KIND",
+    "STALL",
     "WIRES",
     "Call",
+    "CallEvent",
     "LoopbackServer",
+    "Partial",
     "Scenario",
+    "ScriptedCall",
+    "ScriptedProvider",
+    "Stall",
+    "TraceRecorder",
     "Unplayable",
     "Wire",
+    "registered_kind",
+    "scripted_kind",
+    "text_response",
     "to_toml",
 ]

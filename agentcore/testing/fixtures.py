@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from agentcore.testing.scripted import ScriptedProvider, TraceRecorder
     from agentcore.testing.server import LoopbackServer
 
 
@@ -47,3 +48,21 @@ def loopback_settings(
         return loopback_provider.write_settings(tmp_path / name, *args, **kwargs)
 
     return write
+
+
+@pytest.fixture
+def scripted_provider() -> Iterator[ScriptedProvider]:
+    """A `ScriptedProvider` named ``fake`` that every ``kind = "scripted"`` provider section
+    resolves to during the test (see `agentcore.testing`); the registry is restored after."""
+    from agentcore.testing.scripted import ScriptedProvider, scripted_kind
+
+    with scripted_kind(ScriptedProvider()) as provider:
+        yield provider
+
+
+@pytest.fixture
+def trace_recorder() -> TraceRecorder:
+    """A plugin keeping every trace and every announced wait (`agentcore.testing.TraceRecorder`)."""
+    from agentcore.testing.scripted import TraceRecorder
+
+    return TraceRecorder()

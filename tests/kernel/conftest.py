@@ -23,10 +23,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 pytest.register_assert_rewrite("kernel_support")
 
-from kernel_support import FAKE_ENV, MODULE_PREFIX, Scripted  # noqa: E402
+from kernel_support import FAKE_ENV, MODULE_PREFIX  # noqa: E402
 
 from agentcore.kernel import Kernel  # noqa: E402
-from agentcore.providers import register_kind  # noqa: E402
+from agentcore.testing import ScriptedProvider  # noqa: E402
 
 # -- real distributions ----------------------------------------------------------
 
@@ -269,29 +269,23 @@ def _no_agentcore_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
-_current: list[Scripted] = []
-
-
-def _scripted_factory(name: str, config: Any, inference: Any) -> Scripted:
-    if not _current:
-        raise RuntimeError("this test uses the scripted provider without the `scripted` fixture")
-    return _current[-1]
-
-
-# Registered for the whole session, so `kind = "scripted"` is always a valid kind.
-register_kind("scripted", _scripted_factory)
+@pytest.fixture(autouse=True)
+def _scripted_kind(scripted_provider: ScriptedProvider) -> ScriptedProvider:
+    """`kind = "scripted"` is a valid kind in every kernel test: agentcore.testing's
+    `scripted_provider`, which `scripted` sets up."""
+    return scripted_provider
 
 
 @pytest.fixture
-def scripted() -> Iterator[Callable[..., Scripted]]:
-    """Make the provider that `[providers.fake] kind = "scripted"` resolves to."""
+def scripted(scripted_provider: ScriptedProvider) -> Callable[..., ScriptedProvider]:
+    """Script the provider that `[providers.fake] kind = "scripted"` resolves to: one list of
+    steps per attempt, the last one repeating."""
 
-    def make(*attempts: Iterable[Any]) -> Scripted:
-        _current.append(Scripted(*attempts))
-        return _current[-1]
+    def make(*attempts: Iterable[Any]) -> ScriptedProvider:
+        *scripted_provider.script, scripted_provider.default = [list(a) for a in attempts]
+        return scripted_provider
 
-    yield make
-    _current.clear()
+    return make
 
 
 @pytest.fixture

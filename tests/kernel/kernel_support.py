@@ -1,4 +1,7 @@
-"""Helpers shared by the kernel's tests: scripted providers, recorders, stream checks.
+"""Helpers shared by the kernel's tests: scripted replies, recorders, stream checks.
+
+The scripted provider itself is `agentcore.testing.ScriptedProvider` (`Stall` is
+re-exported from there).
 
 Imported by the test modules as ``kernel_support`` (conftest.py puts this
 directory on sys.path: with ``--import-mode=importlib`` test directories are
@@ -7,10 +10,8 @@ not importable packages).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from agentcore import hookimpl
@@ -32,6 +33,9 @@ from agentcore.inference import (
 )
 from agentcore.inference.calls import Attempt, Inference
 from agentcore.mcpl.protocol import McplRequest
+from agentcore.testing import Stall
+
+__all__ = ["Stall"]  # re-exported for the test modules
 
 # Every module a fixture distribution installs starts with this prefix, so a test
 # can tell whether one was imported, and the modules are forgotten after each test.
@@ -47,14 +51,7 @@ def fixture_module(name: str) -> Any:
     return sys.modules[name]
 
 
-# -- scripted providers ------------------------------------------------------------------
-
-
-@dataclass
-class Stall:
-    """A step that waits (a stalled connection); announced on `Scripted.stalled`."""
-
-    seconds: float = 30.0
+# -- scripted replies ------------------------------------------------------------------
 
 
 def reply(text: str, model: str = "m1") -> list[StreamEvent]:
@@ -88,73 +85,8 @@ def server_error(message: str = "upstream broke") -> InferenceError:
     return InferenceError("server", message, status=503)
 
 
-class Scripted:
-    """A provider whose attempts follow a script.
-
-    Each attempt is a list of steps: a stream event is yielded, an exception is
-    raised, a `Stall` sleeps. For `complete()`, a step is a `Response` (returned),
-    an exception (raised) or a `Stall`, and a stream script's `Complete` gives its
-    response. The last attempt's script repeats.
-    `endings` says how each attempt's generator ended: ``finished`` (its script
-    ran out, or it was closed after its terminal), ``GeneratorExit`` (closed
-    before its terminal) or ``CancelledError``.
-    """
-
-    kind = "scripted"
-
-    def __init__(self, *attempts: Iterable[Any]) -> None:
-        self.name = "fake"
-        self.attempts = [list(a) for a in attempts]
-        self.calls = 0
-        self.endings: list[str] = []
-        self.stalled = asyncio.Event()
-        self.closed = False
-
-    def _script(self) -> list[Any]:
-        script = self.attempts[min(self.calls, len(self.attempts) - 1)]
-        self.calls += 1
-        return script
-
-    async def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
-        ending, done = "finished", False
-        try:
-            for step in self._script():
-                if isinstance(step, Stall):
-                    self.stalled.set()
-                    await asyncio.sleep(step.seconds)
-                elif isinstance(step, BaseException):
-                    raise step
-                else:
-                    done = isinstance(step, TERMINAL_TYPES)
-                    yield step
-        except GeneratorExit:  # closed by the consumer: early, or after the terminal
-            ending = "finished" if done else "GeneratorExit"
-            raise
-        except asyncio.CancelledError:
-            ending = "CancelledError"
-            raise
-        finally:
-            self.endings.append(ending)
-
-    async def complete(self, request: Request, model: str) -> Response:
-        for step in self._script():
-            if isinstance(step, Stall):
-                self.stalled.set()
-                await asyncio.sleep(step.seconds)
-            elif isinstance(step, BaseException):
-                raise step
-            elif isinstance(step, Complete):  # a stream script: its whole response
-                return step.response
-            elif isinstance(step, Response):
-                return step
-        raise AssertionError("a complete() script must end with a Response or an error")
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
 FAKE_ENV = {"AGENTCORE_PROVIDERS__FAKE__KIND": "scripted"}
-"""Settings for `[providers.fake] kind = "scripted"`: the test's `Scripted` provider."""
+"""Settings for `[providers.fake] kind = "scripted"`: the test's `ScriptedProvider`."""
 
 
 def request(model: str = "fake:m1", text: str = "hello there") -> Request:

@@ -248,7 +248,7 @@ async def test_firstresult_skips_an_async_none_and_stops_at_the_first_decision(
         # and in the pipeline: the decision wins, the trylast give-up is never asked
         events = await collect(kernel.stream(request()))
     assert calls == ["none:server", "retry:1"]
-    assert provider.calls == 2
+    assert len(provider.calls) == 2
     (retrying,) = [e for e in events if isinstance(e, Retrying)]
     assert (retrying.attempt, retrying.delay_s, retrying.error.kind) == (1, 0.002, "server")
     assert isinstance(events[-1], Complete)
@@ -446,7 +446,7 @@ async def test_a_decision_hook_that_raises_fails_the_stream_naming_the_plugin(
     assert isinstance(failed, Failed)
     assert "plugin 'picky'" in str(failed.error)
     assert "on_inference_error raised KeyError" in str(failed.error)
-    assert provider.calls == 1
+    assert len(provider.calls) == 1
 
 
 async def test_a_decision_hook_that_raises_fails_complete_naming_the_plugin(make_kernel, scripted):
@@ -496,7 +496,7 @@ async def test_an_admission_hook_that_raises_fails_naming_the_plugin(
             message = str(caught.value)
     assert "plugin 'gate'" in message
     assert "gate jammed" in message
-    assert provider.calls == 0
+    assert len(provider.calls) == 0
 
 
 @pytest.mark.parametrize("streamed", [True, False], ids=["stream", "complete"])
@@ -517,7 +517,7 @@ async def test_an_admission_refusal_is_the_answer_and_is_not_retried(
             error = caught.value
     assert str(error) == "held for 900 s, more than max_wait_s"
     assert retry.asked == 0
-    assert provider.calls == 0
+    assert len(provider.calls) == 0
 
 
 async def test_mcpl_request_errors(make_kernel):

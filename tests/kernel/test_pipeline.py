@@ -123,7 +123,7 @@ async def test_stream_retries_after_the_delay_a_plugin_decides(make_kernel, scri
     kernel = make_kernel(plugins={"policy": policy, "traces": traces})
     async with kernel:
         events = await collect(kernel.stream(request()))
-    assert provider.calls == 2
+    assert len(provider.calls) == 2
     kinds = [type(e).__name__ for e in events]
     # the failed attempt's invisible events, then Retrying, then the fresh attempt
     assert kinds[:3] == ["BlockStart", "Token", "Retrying"]
@@ -153,7 +153,7 @@ async def test_complete_retries_after_the_delay_a_plugin_decides(make_kernel, sc
     async with kernel:
         result = await kernel.complete(request())
     assert result.text == "third"
-    assert provider.calls == 3
+    assert len(provider.calls) == 3
     assert policy.asked == [(1, "server"), (2, "server")]
     assert [(t["attempt"], t["delayMs"], t["error"]) for t in traces.of("inference:retry")] == [
         (1, 10, "server 503: first"),
@@ -180,7 +180,7 @@ async def test_giving_up_fails_the_stream(decision, make_kernel, scripted):
     assert isinstance(failed, Failed)
     assert str(failed.error) == message
     assert str(caught.value) == message
-    assert provider.calls == 2  # one attempt each, no retry
+    assert len(provider.calls) == 2  # one attempt each, no retry
     fails = traces.of("inference:fail")
     assert [f["streamed"] for f in fails] == [True, False]
     assert all(f["error"].endswith(message) for f in fails)
@@ -199,7 +199,7 @@ async def test_no_retry_once_a_visible_token_reached_the_consumer(make_kernel, s
     assert not any(isinstance(e, Retrying) for e in events)
     assert policy.asked == []
     assert policy.ends == [(1, "server")]
-    assert provider.calls == 1
+    assert len(provider.calls) == 1
 
 
 async def test_no_retry_after_a_visible_token_when_the_provider_raises(make_kernel, scripted):
@@ -281,7 +281,7 @@ async def test_complete_is_cut_by_the_request_timeout(make_kernel, scripted):
         with pytest.raises(InferenceError) as caught:
             await asyncio.wait_for(kernel.complete(request()), 2)
     assert caught.value.code == REQUEST_TIMEOUT
-    assert provider.calls == 1
+    assert len(provider.calls) == 1
 
 
 async def test_a_slow_consumer_is_not_cancelled_by_the_watchdog(make_kernel, scripted):
@@ -411,7 +411,7 @@ async def test_stopping_the_kernel_during_a_backoff_fails_the_inference(
     assert str(error) == "The host is shutting down"
     assert error.code == SHUTTING_DOWN
     assert [w[:2] for w in policy.waits] == [("start", "backoff"), ("end", "backoff")]
-    assert provider.calls == 1
+    assert len(provider.calls) == 1
     (fail,) = traces.of("inference:fail")
     assert fail["error"] == "cancelled: The host is shutting down"
 
@@ -424,7 +424,7 @@ async def test_a_stopped_kernel_admits_nothing(make_kernel, scripted):
     (final,) = await collect(kernel.stream(request()))
     assert isinstance(final, Failed)
     assert final.error.code == SHUTTING_DOWN
-    assert provider.calls == 0
+    assert len(provider.calls) == 0
 
 
 # -- traces ----------------------------------------------------------------------------------
@@ -564,17 +564,17 @@ class RefusesAtCall:
     ids=["inference-error", "bug"],
 )
 async def test_a_provider_that_raises_at_call_ends_the_stream_with_one_terminal(
-    error, make_kernel, scripted, monkeypatch, log_lines
+    error, make_kernel, scripted, log_lines
 ):
-    import agentcore.providers
+    from agentcore.testing import registered_kind
 
-    monkeypatch.setitem(agentcore.providers._FACTORIES, "scripted", lambda *a: RefusesAtCall(error))
     traces = Traces()
-    kernel = make_kernel(plugins={"traces": traces})
-    async with kernel:
-        (failed,) = await collect(kernel.stream(request()))
-        with pytest.raises(InferenceError) as caught:
-            await kernel.complete(request())
+    with registered_kind("scripted", lambda *a: RefusesAtCall(error)):
+        kernel = make_kernel(plugins={"traces": traces})
+        async with kernel:
+            (failed,) = await collect(kernel.stream(request()))
+            with pytest.raises(InferenceError) as caught:
+                await kernel.complete(request())
     assert isinstance(failed, Failed)
     for message in (str(failed.error), str(caught.value)):
         assert ("needs a base_url" if isinstance(error, InferenceError) else "KeyError") in message
@@ -607,4 +607,4 @@ async def test_an_attempt_the_provider_reports_cancelled_is_not_offered_for_retr
         events = await collect(kernel.stream(request()))
     assert events[-1] is aborted
     assert policy.asked == []
-    assert provider.calls == 1
+    assert len(provider.calls) == 1

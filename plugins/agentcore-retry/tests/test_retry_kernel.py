@@ -48,7 +48,7 @@ async def test_a_429_with_a_stated_wait_is_retried_no_sooner(
     async with load() as kernel:
         response = await kernel.complete(request())
     assert response.text == "hello"
-    assert provider.calls == ["m1", "m1"]
+    assert provider.models == ["m1", "m1"]
     [retry] = traces.of("inference:retry")
     assert retry["attempt"] == 1
     assert retry["delayMs"] >= 50  # the stated wait, above max_delay_s (10 ms)

@@ -63,7 +63,7 @@ def replacement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
 
 SETTINGS = """
 [providers.fake]
-kind = "echo"
+kind = "scripted"
 
 [plugins]
 disabled = ["provider-hold", "waiting-trace", "mcpl-router"]

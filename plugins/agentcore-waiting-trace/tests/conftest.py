@@ -4,35 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agentcore_waiting_trace import WaitingTrace
 
-from agentcore import hookimpl
 from agentcore.kernel import Kernel
-from agentcore.traces import TraceEvent
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[TraceEvent] = []
-
-    @hookimpl
-    def on_trace(self, event: TraceEvent) -> None:
-        self.events.append(event)
-
-    def of(self, type: str) -> list[dict[str, Any]]:
-        return [e.fields for e in self.events if e.type == type]
+from agentcore.testing import TraceRecorder
 
 
 @pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
+def recorder(trace_recorder: TraceRecorder) -> TraceRecorder:
+    return trace_recorder
 
 
 @pytest.fixture
-def load(tmp_path: Path, recorder: Recorder) -> Callable[..., Kernel]:
+def load(tmp_path: Path, recorder: TraceRecorder) -> Callable[..., Kernel]:
     """A kernel with only the waiting traces (and the recorder, and `plugins`)."""
 
     def _load(

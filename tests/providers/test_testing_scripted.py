@@ -1,0 +1,98 @@
+"""agentcore.testing's scripted in-process provider, its fixtures, and the kind registry."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+
+import pytest
+
+from agentcore import providers
+from agentcore.inference import Complete, Failed, InferenceError, Message, Request, Token
+from agentcore.kernel import Kernel
+from agentcore.settings import provider_kinds
+from agentcore.testing import (
+    NO_TERMINAL,
+    STALL,
+    Partial,
+    ScriptedProvider,
+    Stall,
+    TraceRecorder,
+    registered_kind,
+    text_response,
+)
+
+
+def req(tag: object = None) -> Request:
+    return Request("fake:m1", [Message.user("hi")], metadata={"tag": tag})
+
+
+async def events(provider: ScriptedProvider) -> list[object]:
+    return [e async for e in provider.stream(req(), "m1")]
+
+
+async def test_answers_play_in_order_then_the_default() -> None:
+    error = InferenceError("server", "boom", status=500)
+    provider = ScriptedProvider(error, Partial(error), NO_TERMINAL, text_response("yes"))
+    (failed,) = await events(provider)
+    assert isinstance(failed, Failed) and failed.error is error
+    partial = await events(provider)
+    assert [type(e) for e in partial] == [Token, Failed]
+    assert [type(e) for e in await events(provider)] == [Token]
+    last = await events(provider)
+    assert isinstance(last[-1], Complete) and last[-1].response.text == "yes"
+    assert (await provider.complete(req(), "m2")).text == "hello"
+    assert provider.models == ["m1"] * 4 + ["m2"]
+    assert provider.endings == ["finished"] * 4
+    assert [c.event for c in provider.log] == ["start", "end"] * 5
+
+
+async def test_complete_raises_and_records_a_cancel() -> None:
+    error = InferenceError("rate_limit", "slow down", status=429)
+    provider = ScriptedProvider(error, STALL)
+    with pytest.raises(InferenceError) as caught:
+        await provider.complete(req(), "m1")
+    assert caught.value is error
+    task = asyncio.create_task(provider.complete(req("b"), "m1"))
+    await asyncio.wait_for(provider.stalled.wait(), 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [c.ending for c in provider.calls] == ["finished", "CancelledError"]
+    assert provider.starts()[1].tag == "b"
+
+
+async def test_a_stream_closed_before_its_terminal_ends_with_generator_exit() -> None:
+    provider = ScriptedProvider([Token("a", "text"), Stall(30)])
+    async with aclosing(provider.stream(req(), "m1")) as stream:
+        async for _ in stream:
+            break
+    assert provider.endings == ["GeneratorExit"]
+
+
+def test_registered_kind_restores_the_registry() -> None:
+    assert "scripted" not in providers.kinds()
+    with registered_kind("scripted", lambda *a: ScriptedProvider()):
+        assert "scripted" in providers.kinds() and "scripted" in provider_kinds()
+        with registered_kind("scripted", lambda *a: ScriptedProvider(name="other")):
+            pass
+        assert providers.unregister_kind("scripted") is not None
+        assert providers.register_kind("scripted", lambda *a: ScriptedProvider()) is None
+    assert "scripted" not in providers.kinds()
+
+
+async def test_the_fixtures_serve_a_kernel(
+    scripted_provider: ScriptedProvider, trace_recorder: TraceRecorder, tmp_path
+) -> None:
+    scripted_provider.script = [InferenceError("server", "boom", status=500)]
+    path = tmp_path / "agentcore.toml"
+    path.write_text('[providers.fake]\nkind = "scripted"\n')
+    async with Kernel.load(
+        path, environ={}, discover_plugins=False, plugins={"traces": trace_recorder}
+    ) as kernel:
+        with pytest.raises(InferenceError):
+            await kernel.complete(req())
+        assert (await kernel.complete(req())).text == "hello"
+    assert scripted_provider.models == ["m1", "m1"]
+    assert trace_recorder.types.count("inference:start") == 2
+    assert scripted_provider.closed

@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     create_model,
@@ -96,10 +97,15 @@ class ProviderSettings(Section):
             raise ValueError(f"unknown provider kind {kind!r}; expected one of {', '.join(kinds)}")
         return kind
 
+    _environ: Mapping[str, str] | None = PrivateAttr(default=None)
+    """The environment these settings were loaded from, where the key is read too."""
+
     def api_key(self, environ: Mapping[str, str] | None = None) -> SecretStr | None:
         if not self.api_key_env:
             return None
-        value = (os.environ if environ is None else environ).get(self.api_key_env)
+        if environ is None:
+            environ = os.environ if self._environ is None else self._environ
+        value = environ.get(self.api_key_env)
         if not value:
             return None
         register_secret(value)  # whoever resolves a key, it never reaches a log or a trace
@@ -322,6 +328,8 @@ def load_settings(
         settings = loaded_cls(**env_values)
     except ValidationError as exc:
         raise SettingsError(list(_describe(exc, path, root, file_values, env_values))) from None
+    for provider in settings.providers.values():
+        provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values)
 
 

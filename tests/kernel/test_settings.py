@@ -299,3 +299,17 @@ def test_api_key_env_resolves_a_secret_that_never_prints(tmp_path):
     assert key not in settings.model_dump_json()  # the file holds the variable's name only
     assert provider.api_key({}) is None
     assert ProviderSettings(kind="echo").api_key({"ACME_KEY": key}) is None
+
+
+def test_a_key_is_read_from_the_environment_the_settings_came_from(tmp_path, monkeypatch):
+    monkeypatch.delenv("ACME_KEY", raising=False)
+    path = write(tmp_path, '[providers.claude]\nkind = "anthropic"\napi_key_env = "ACME_KEY"\n')
+    provider = load_settings(path, environ={"ACME_KEY": "sk-from-given-env"}).settings.providers[
+        "claude"
+    ]
+    secret = provider.api_key()
+    assert secret is not None and secret.get_secret_value() == "sk-from-given-env"
+    assert provider.model_copy().api_key() is not None  # adapters resolve through a copy
+    monkeypatch.setenv("ACME_KEY", "sk-from-process")
+    fresh = load_settings(path).settings.providers["claude"].api_key()
+    assert fresh is not None and fresh.get_secret_value() == "sk-from-process"

@@ -28,7 +28,9 @@ from agentcore.inference import (
 from agentcore.kernel import Kernel
 from agentcore.providers.http import MID_STREAM
 from agentcore.providers.openai import FINISH_ERROR
-from agentcore.testing import API_KEY, LoopbackServer, Scenario
+from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+
+LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
 PROVIDERS = ["anthropic", "openai", "openrouter", "compat"]
 OPENAI_FAMILY = ["openai", "openrouter", "compat"]
@@ -56,7 +58,7 @@ class Outcome:
 def kernel_for(loopback_settings: Callable[..., Path]) -> Callable[..., Kernel]:
     def make(**inference: Any) -> Kernel:
         path = loopback_settings(inference=inference or None)
-        return Kernel.load(path, environ={}, discover_plugins=False)
+        return Kernel.load(path, environ=LOOPBACK_ENV, discover_plugins=False)
 
     return make
 

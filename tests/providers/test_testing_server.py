@@ -14,6 +14,8 @@ from agentcore.inference import Message, Request, Token
 from agentcore.kernel import Kernel
 from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario, to_toml
 
+LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
+
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "ping"}]}
 
 
@@ -104,7 +106,7 @@ async def test_runs_on_the_current_loop_as_a_context_manager(
     monkeypatch.setenv(API_KEY_ENV, API_KEY)
     async with LoopbackServer(default=Scenario.text("same loop")) as server:
         path = server.write_settings(tmp_path / "s.toml", {"main": "anthropic"})
-        async with Kernel.load(path, environ={}, discover_plugins=False) as kernel:
+        async with Kernel.load(path, environ=LOOPBACK_ENV, discover_plugins=False) as kernel:
             response = await kernel.complete(Request("main:m", [Message.user("x")]))
         await server.wait_idle()
     assert response.text == "same loop"
@@ -115,7 +117,9 @@ async def test_long_stream(
     loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path], provider: str
 ) -> None:
     loopback_provider.script(Scenario.long(2000), Scenario.long(2000), provider=provider)
-    async with Kernel.load(loopback_settings(), environ={}, discover_plugins=False) as kernel:
+    async with Kernel.load(
+        loopback_settings(), environ=LOOPBACK_ENV, discover_plugins=False
+    ) as kernel:
         request = Request(f"{provider}:m", [Message.user("x")])
         tokens = [e.text async for e in kernel.stream(request) if isinstance(e, Token)]
         whole = await kernel.complete(request)

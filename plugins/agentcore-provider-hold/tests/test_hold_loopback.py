@@ -12,7 +12,9 @@ from agentcore_provider_hold import HOLD_TOO_LONG, ProviderHold
 
 from agentcore.inference import InferenceError, Message, Request
 from agentcore.kernel import Kernel
-from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+
+LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def kernel_for(loopback_settings: Callable[..., Path], recorder: Any) -> Callabl
         )
         return Kernel.load(
             path,
-            environ={},
+            environ=LOOPBACK_ENV,
             discover_plugins=False,
             plugins={"provider-hold": ProviderHold, "recorder": recorder},
         )

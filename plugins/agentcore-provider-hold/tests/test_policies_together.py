@@ -11,7 +11,9 @@ import pytest
 
 from agentcore.inference import Message, Request
 from agentcore.kernel import Kernel
-from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+
+LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
 pytest.importorskip("agentcore_retry")
 pytest.importorskip("agentcore_waiting_trace")
@@ -35,7 +37,7 @@ async def test_retry_hold_and_waiting_traces_together(
             "waiting_trace": {"interval_s": 0.02},
         },
     )
-    kernel = Kernel.load(path, environ={}, plugins={"recorder": recorder})
+    kernel = Kernel.load(path, environ=LOOPBACK_ENV, plugins={"recorder": recorder})
     states = {r.name: (r.distribution, r.state) for r in kernel.records if r.state == "active"}
     assert states["retry"] == ("agentcore-retry", "active")
     assert states["provider-hold"] == ("agentcore-provider-hold", "active")

@@ -12,7 +12,9 @@ from agentcore_retry import RetryPolicy
 
 from agentcore.inference import Complete, Failed, InferenceError, Message, Request
 from agentcore.kernel import Kernel
-from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+
+LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
 WIRES = ["anthropic", "openai"]
 FAST = {
@@ -32,7 +34,7 @@ def kernel_for(loopback_settings: Callable[..., Path], traces: Any) -> Callable[
         )
         return Kernel.load(
             path,
-            environ={},
+            environ=LOOPBACK_ENV,
             discover_plugins=False,
             plugins={"retry": RetryPolicy, "trace-log": traces},
         )

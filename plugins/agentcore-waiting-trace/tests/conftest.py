@@ -9,7 +9,9 @@ import pytest
 from agentcore_waiting_trace import WaitingTrace
 
 from agentcore.kernel import Kernel
-from agentcore.testing import TraceRecorder
+from agentcore.testing import API_KEY, API_KEY_ENV, TraceRecorder
+
+LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
 
 @pytest.fixture
@@ -31,7 +33,7 @@ def load(tmp_path: Path, recorder: TraceRecorder) -> Callable[..., Kernel]:
             path.write_text(settings)
         return Kernel.load(
             path,
-            environ={},
+            environ=LOOPBACK_ENV,
             discover_plugins=False,
             plugins={"waiting-trace": WaitingTrace, "recorder": recorder, **(plugins or {})},
         )

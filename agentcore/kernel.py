@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -63,6 +64,9 @@ from agentcore.settings import (
 )
 from agentcore.traces import TraceEvent
 
+STOP_GRACE_S = 5.0
+"""How long `Kernel.stop()` waits for in-flight provider calls to end."""
+
 
 class PluginLoadError(Exception):
     """The host will not start with a half-loaded policy (``[plugins] strict = true``)."""
@@ -102,6 +106,9 @@ class Kernel:
                 self._register(record)
         self.hooks = Hooks(self._pm)
         self._providers: dict[str, Provider] = {}
+        self._watchdogs: set[_Watchdog] = set()
+        self._no_attempts = asyncio.Event()
+        self._no_attempts.set()
         self._ids = itertools.count(1)
         self._started = False
 
@@ -202,6 +209,16 @@ class Kernel:
     async def stop(self) -> None:
         """Wake every waiter (it fails: shutting down), stop plugins, close providers."""
         self.stopping.set()
+        # In-flight provider calls end now, with the shutdown error, through their own
+        # attempt's path (so each closes its connection and its consumer gets a terminal);
+        # only once they have ended do the plugins stop and the providers close.
+        for watchdog in list(self._watchdogs):
+            watchdog.stop_now()
+        if self._watchdogs:
+            try:
+                await asyncio.wait_for(self._no_attempts.wait(), STOP_GRACE_S)
+            except TimeoutError:
+                logger.warning("{} provider calls had not ended at shutdown", len(self._watchdogs))
         await self.hooks.stop()
         providers, self._providers = self._providers, {}
         for provider in providers.values():
@@ -216,6 +233,21 @@ class Kernel:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def _watch(self, progress_s: float, request_s: float) -> _Watchdog:
+        """The timeouts of one provider call, which `stop()` can also end."""
+        watchdog = _Watchdog(progress_s, request_s)
+        if self.stopping.is_set():
+            watchdog.stop_now()
+        self._watchdogs.add(watchdog)
+        self._no_attempts.clear()
+        return watchdog
+
+    def _unwatch(self, watchdog: _Watchdog) -> None:
+        watchdog.cancel()
+        self._watchdogs.discard(watchdog)
+        if not self._watchdogs:
+            self._no_attempts.set()
 
     # -- traces and waits ------------------------------------------------------------
 
@@ -366,15 +398,20 @@ class Kernel:
                 await self._fail_trace(inference, number, error)
                 raise
             try:
+                watchdog = self._watch(math.inf, timeout)  # a whole call shows no progress
+                watchdog.waiting = True
                 try:
-                    async with asyncio.timeout(timeout):
-                        response = await provider.complete(request, inference.model)
-                except TimeoutError:
-                    raise request_timeout(timeout) from None
+                    response = await provider.complete(request, inference.model)
+                except asyncio.CancelledError:
+                    if watchdog.took_cancel():
+                        raise watchdog.error() from None
+                    raise
                 except InferenceError:
                     raise
                 except Exception as exc:  # a provider bug is still an InferenceError
                     raise provider_failed(attempt, exc) from exc
+                finally:
+                    self._unwatch(watchdog)
             except InferenceError as error:
                 await self.hooks.attempt_end(attempt, error)
                 outcome = await self._after_failure(attempt, error)
@@ -489,7 +526,7 @@ class Kernel:
         except Exception as exc:
             yield Failed(provider_failed(attempt, exc))
             return
-        watchdog = _Watchdog(config.progress_timeout_s, config.request_timeout_s)
+        watchdog = self._watch(config.progress_timeout_s, config.request_timeout_s)
         try:
             while True:
                 if watchdog.expired is not None:
@@ -522,7 +559,7 @@ class Kernel:
                     return
                 yield event
         finally:
-            watchdog.cancel()
+            self._unwatch(watchdog)
             await _aclose(events)
 
 
@@ -561,6 +598,14 @@ class _Watchdog:
             self._cancelled_task = True
             self._task.cancel()
 
+    def stop_now(self) -> None:
+        """The kernel is stopping: end the attempt as a timeout would, with the shutdown error."""
+        if self.expired is None:
+            self.expired = SHUTTING_DOWN
+        if self.waiting and self._task is not None and not self._cancelled_task:
+            self._cancelled_task = True
+            self._task.cancel()
+
     def took_cancel(self) -> bool:
         """True when the cancellation just caught was this watchdog's alone (then undo it)."""
         if not self._cancelled_task or self._task is None:
@@ -568,17 +613,21 @@ class _Watchdog:
         self._cancelled_task = False
         return self._task.uncancel() == 0
 
-    def aborted(self) -> Aborted:
+    def error(self) -> InferenceError:
+        if self.expired == SHUTTING_DOWN:
+            return shutting_down()
         if self.expired == PROGRESS_TIMEOUT:
-            error = InferenceError(
+            return InferenceError(
                 "timeout",
                 f"No visible progress within {self._progress_s:g} s "
                 "([inference] progress_timeout_s)",
                 code=PROGRESS_TIMEOUT,
             )
-        else:
-            error = request_timeout(self._request_s)
-        return Aborted("timeout", error)
+        return request_timeout(self._request_s)
+
+    def aborted(self) -> Aborted:
+        error = self.error()
+        return Aborted("cancelled" if error.code == SHUTTING_DOWN else "timeout", error)
 
     def cancel(self) -> None:
         self._handle.cancel()

@@ -369,3 +369,27 @@ async def test_serve_signalled_while_a_server_is_stuck_at_start_up(
         await session.wait_closed()
         if session.pid is not None:
             await wait_gone(session.pid)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed-after-a-chunk", "whole"])
+async def test_kernel_stop_alone_ends_in_flight_requests(rig: RigFactory, stream: bool) -> None:
+    # An embedding host may stop the kernel without closing the connections first:
+    # the inference in flight still ends at once, with the shutdown answer.
+    r = await rig(inference=PATIENT)
+    r.provider.script(Scenario.stall("Partial ", keepalive_s=0.05), provider="a")
+    rid = await r.server.request("inference/request", {**streamed(), "stream": stream})
+    if stream:
+        await first_chunk(r.server, rid)
+    else:
+        await in_flight(r.provider)
+
+    await r.kernel.stop()
+
+    answer = await r.server.answer(rid)
+    assert answer.error == SHUTTING_DOWN
+    chunks = [("chunk", 0, "Partial ")] if stream else []
+    assert r.server.transcript(rid) == [*chunks, ("error", SHUTTING_DOWN)]
+    await r.provider.wait_idle()
+    assert len(r.provider.calls) == 1 and r.provider.calls[0].disconnected
+    await r.close()
+    assert r.server.answers(rid) == [answer]

@@ -608,3 +608,32 @@ async def test_an_attempt_the_provider_reports_cancelled_is_not_offered_for_retr
     assert events[-1] is aborted
     assert policy.asked == []
     assert len(provider.calls) == 1
+
+
+async def test_stop_ends_a_stream_in_flight_with_the_shutdown_terminal(make_kernel, scripted):
+    provider = scripted([Token("first", "text"), Stall(30)])
+    traces = Traces()
+    kernel = make_kernel(plugins={"traces": traces})
+    await kernel.start()
+    consumer = asyncio.ensure_future(collect(kernel.stream(request())))
+    await asyncio.wait_for(provider.stalled.wait(), 1)
+    await kernel.stop()
+    events = await asyncio.wait_for(consumer, 1)
+    terminal = events[-1]
+    assert isinstance(terminal, Aborted) and terminal.reason == "cancelled"
+    assert terminal.error.code == SHUTTING_DOWN
+    assert provider.endings == ["CancelledError"]  # the provider call was closed
+    assert traces.of("inference:fail")[0]["errorKind"] == "cancelled"
+
+
+async def test_stop_ends_a_whole_call_in_flight_with_the_shutdown_error(make_kernel, scripted):
+    provider = scripted([Stall(30)])
+    kernel = make_kernel()
+    await kernel.start()
+    call = asyncio.ensure_future(kernel.complete(request()))
+    await asyncio.wait_for(provider.stalled.wait(), 1)
+    await kernel.stop()
+    with pytest.raises(InferenceError) as caught:
+        await asyncio.wait_for(call, 1)
+    assert caught.value.code == SHUTTING_DOWN
+    assert "shutting down" in str(caught.value)

@@ -12,6 +12,7 @@ Policy lives in plugins: without any, an inference is tried once.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import math
 import os
@@ -123,6 +124,17 @@ class Kernel:
         except pluggy.PluginValidationError as exc:
             self._pm.unregister(name=record.name)
             record.state, record.error = "failed", f"unknown hook: {exc}"
+            return
+        wrappers = sorted(
+            caller.name
+            for caller in self._pm.get_hookcallers(record.plugin) or ()
+            for impl in caller.get_hookimpls()
+            if impl.plugin_name == record.name and (impl.hookwrapper or impl.wrapper)
+        )
+        if wrappers:
+            self._pm.unregister(name=record.name)
+            record.state = "failed"
+            record.error = f"hook wrappers are not supported ({', '.join(wrappers)})"
 
     # -- loading -----------------------------------------------------------------
 
@@ -649,6 +661,13 @@ def _read_section(record: PluginRecord) -> None:
         record.state, record.error = (
             "failed",
             f"agentcore_settings raised {type(exc).__name__}: {exc}",
+        )
+        return
+    if inspect.iscoroutine(section):
+        section.close()
+        record.state = "failed"
+        record.error = (
+            "agentcore_settings must be a plain function: settings are read before any loop runs"
         )
         return
     if section is not None and not isinstance(section, SettingsSection):

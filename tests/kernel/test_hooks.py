@@ -629,3 +629,27 @@ def test_a_misspelled_hook_fails_the_plugin_by_name(make_kernel):
     with pytest.raises(PluginLoadError) as caught:
         make_kernel(plugins={"typo": Typo})
     assert "typo" in str(caught.value) and "on_trac" in str(caught.value)
+
+
+def test_a_hook_wrapper_fails_its_plugin_by_name(make_kernel):
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def on_trace(self, event):
+            return (yield)
+
+    with pytest.raises(PluginLoadError) as caught:
+        make_kernel(plugins={"wrapping": Wrapper})
+    assert "wrapping" in str(caught.value) and "hook wrappers are not supported" in str(
+        caught.value
+    )
+
+
+def test_an_async_settings_hook_fails_its_plugin_saying_why(make_kernel):
+    class AsyncSettings:
+        @hookimpl
+        async def agentcore_settings(self):
+            return None
+
+    with pytest.raises(PluginLoadError) as caught:
+        make_kernel(plugins={"eager": AsyncSettings})
+    assert "eager" in str(caught.value) and "must be a plain function" in str(caught.value)

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
+from loguru import logger
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -235,6 +236,16 @@ def _env_values(settings_cls: type[BaseSettings], environ: Mapping[str, str]) ->
         env_nested_delimiter="__",
     )
     source.env_vars = {k.lower(): v for k, v in env.items()}
+    sections = {name.lower() for name in settings_cls.model_fields}
+    for key in env:
+        if key.upper().startswith(ENV_PREFIX):
+            section = key[len(ENV_PREFIX) :].split("__", 1)[0].lower()
+            if section not in sections:
+                logger.warning(
+                    "environment variable {} names no settings section ({}); it is ignored",
+                    key,
+                    ", ".join(sorted(sections)),
+                )
     return source()
 
 

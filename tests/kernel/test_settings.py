@@ -313,3 +313,12 @@ def test_a_key_is_read_from_the_environment_the_settings_came_from(tmp_path, mon
     monkeypatch.setenv("ACME_KEY", "sk-from-process")
     fresh = load_settings(path).settings.providers["claude"].api_key()
     assert fresh is not None and fresh.get_secret_value() == "sk-from-process"
+
+
+def test_an_environment_variable_naming_no_section_is_reported(log_lines):
+    load_settings(
+        None,
+        environ={"AGENTCORE_RETRYY__MAX_ATTEMPTS": "6", "AGENTCORE_LOG_LEVEL": "DEBUG"},
+    )
+    warned = [line for line in log_lines if "names no settings section" in line]
+    assert len(warned) == 1 and "AGENTCORE_RETRYY__MAX_ATTEMPTS" in warned[0]

@@ -108,6 +108,8 @@ class McplHost:
 async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
     """`agentcore serve`: serve until SIGTERM/SIGINT (or `stop`), or until every server has gone.
 
+    Returns the exit code: 0, or 1 when servers are configured and none of them could start.
+
     A signal is honoured at any point, also while servers are still starting: those
     not yet ready are given up, and the rest are closed as usual.
     """
@@ -131,9 +133,17 @@ async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
             except BaseException:
                 await host.close()
                 raise
+        configured = kernel.settings.mcpl.servers
+        if not stop.is_set() and configured and not host.connections:
+            logger.error(
+                "none of the configured MCPL servers ({}) could start; nothing to serve",
+                ", ".join(sorted(configured)),
+            )
+            await host.close()
+            return 1
         if not stop.is_set():
             if not host.connections:
-                logger.warning("no MCPL server is connected; the host has nothing to serve")
+                logger.warning("no MCPL server is configured; the host has nothing to serve")
             gone = asyncio.ensure_future(host.wait_all_closed())
             await asyncio.wait({stopped, gone}, return_when=asyncio.FIRST_COMPLETED)
             gone.cancel()

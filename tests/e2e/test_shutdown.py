@@ -393,3 +393,28 @@ async def test_kernel_stop_alone_ends_in_flight_requests(rig: RigFactory, stream
     assert len(r.provider.calls) == 1 and r.provider.calls[0].disconnected
     await r.close()
     assert r.server.answers(rid) == [answer]
+
+
+async def test_serve_exits_non_zero_when_no_configured_server_can_start(tmp_path: Path) -> None:
+    settings = tmp_path / "broken.toml"
+    settings.write_text(
+        f"""
+[mcpl.servers.missing]
+command = ["{tmp_path / "no-such-server"}"]
+grant = ["inferenceRequest"]
+"""
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
+    process = await asyncio.create_subprocess_exec(
+        AGENTCORE,
+        "serve",
+        "--settings",
+        str(settings),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    code, _, stderr = await finish(process)
+    assert code == 1
+    assert "none of the configured MCPL servers (missing) could start" in stderr

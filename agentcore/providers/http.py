@@ -668,11 +668,15 @@ def unreadable(exc: Exception, *, provider: str, model: str) -> InferenceError:
     )
 
 
+NO_RESULT = "The inference stream ended without a result"
+"""The same words the kernel uses for a stream with no terminal event: one ending, one message."""
+
+
 def ended_early(*, provider: str, model: str) -> InferenceError:
     """The provider's stream ended (cleanly or not) before the inference finished."""
     return InferenceError(
         "network",
-        "The provider's stream ended before the inference finished",
+        NO_RESULT,
         code=NO_TERMINAL,
         provider=provider,
         model=model,

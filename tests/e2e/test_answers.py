@@ -44,7 +44,7 @@ BROKE_WHOLE = re.compile(
     r"The connection to the provider broke mid-reply \(peer closed connection without "
     r"sending complete message body \(received \d+ bytes, expected \d+\)\)"
 )
-ENDED = "The provider's stream ended before the inference finished"
+ENDED = "The inference stream ended without a result"  # the adapters' words and the kernel's
 NOT_JSON = re.compile(r"The provider's reply is not JSON: '\{.*'")
 TOOL = "The model called a tool (get_weather), and inference/request offers none"
 TOOL_CUT = (

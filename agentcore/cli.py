@@ -30,7 +30,7 @@ from agentcore.inference import (
 from agentcore.inference.outcome import aborted_message, completion_problem, result_object
 from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.log import configure_logging
-from agentcore.settings import SettingsError, flatten
+from agentcore.settings import SettingsError, dotted, flatten
 from agentcore.traces import TraceEvent
 
 settings_option = click.option(
@@ -77,8 +77,8 @@ def settings_command(settings_path: Path | None) -> None:
     """The effective settings, secrets redacted, and where each value came from."""
     kernel = load_kernel(settings_path, strict=False)
     loaded = kernel.loaded
-    for key, value in flatten(loaded.settings.model_dump(mode="json")):
-        click.echo(f"{key} = {json.dumps(value)}    # {loaded.source_of(key)}")
+    for path, value in flatten(loaded.settings.model_dump(mode="json")):
+        click.echo(f"{dotted(path)} = {json.dumps(value)}    # {loaded.source_of(path)}")
     for name, provider in sorted(loaded.settings.providers.items()):
         if provider.api_key_env:
             state = "[REDACTED]" if provider.api_key() else "(not set)"

@@ -65,6 +65,10 @@ from agentcore.settings import (
 )
 from agentcore.traces import TraceEvent
 
+DEFAULT_PLUGIN_SECTIONS = ("retry", "provider_hold", "waiting_trace", "mcpl.routing")
+"""The default policies' sections (DESIGN.md's stable minimum): accepted, unread, when the
+plugin that reads one is disabled or not installed, so a settings file need not change."""
+
 STOP_GRACE_S = 5.0
 """How long `Kernel.stop()` waits for in-flight provider calls to end."""
 
@@ -180,6 +184,9 @@ class Kernel:
                 sections[record.section.path] = record.section.model
             elif record.state != "active":  # its section is accepted, not read
                 sections.setdefault(record.name.replace("-", "_"), None)
+        for path in DEFAULT_PLUGIN_SECTIONS:  # a deployment keeps them when it disables one
+            if not any(p == path or p.startswith(path + ".") for p in sections):
+                sections[path] = None
         loaded = load_settings(file, sections=sections, environ=environ)
         kernel = cls(loaded, records)  # registering validates the hook implementations
         failed = [r for r in records if r.state == "failed"]

@@ -298,8 +298,12 @@ class LoadedSettings:
     file_values: dict[str, Any]
     env_values: dict[str, Any]
 
-    def source_of(self, key: str) -> str:
-        """Where a dotted key's effective value came from: environment, file, or default."""
+    def source_of(self, key: str | tuple[str, ...]) -> str:
+        """Where a key's effective value came from: environment, file, or default.
+
+        `key` is dotted (``"retry.max_attempts"``) or, for keys that hold dots
+        themselves (feature-set names), the tuple of its parts.
+        """
         if _lookup(self.env_values, key):
             return "environment"
         if _lookup(self.file_values, key):
@@ -307,9 +311,9 @@ class LoadedSettings:
         return "default"
 
 
-def _lookup(tree: Mapping[str, Any], key: str) -> bool:
+def _lookup(tree: Mapping[str, Any], key: str | tuple[str, ...]) -> bool:
     node: Any = tree
-    for part in key.split("."):
+    for part in key.split(".") if isinstance(key, str) else key:
         if not isinstance(node, Mapping):
             return False
         match = next((k for k in node if str(k).lower() == part.lower()), None)
@@ -354,7 +358,7 @@ def _describe(
     """One line per problem: where it came from, the key path, and what was expected."""
     for error in exc.errors():
         loc = tuple(error["loc"])
-        key = ".".join(str(p) for p in loc)
+        key = dotted(tuple(str(p) for p in loc))
         where = _where(loc, path, file_values, env_values)
         kind = error["type"]
         if kind == "extra_forbidden":
@@ -443,10 +447,15 @@ def _expected(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     return _TYPE_NAMES.get(annotation, "a value")
 
 
-def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Dotted keys and leaf values of a settings dump, for `agentcore settings`."""
+def flatten(value: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """The key paths and leaf values of a settings dump, for `agentcore settings`."""
     if isinstance(value, Mapping) and value:
         for k, v in value.items():
-            yield from flatten(v, f"{prefix}.{k}" if prefix else str(k))
+            yield from flatten(v, (*prefix, str(k)))
     else:
         yield prefix, value
+
+
+def dotted(path: tuple[str, ...]) -> str:
+    """A key path as TOML writes it: parts that hold a dot or a space are quoted."""
+    return ".".join(f'"{p}"' if not p or any(c in p for c in '. "') else p for p in path)

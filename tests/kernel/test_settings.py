@@ -322,3 +322,26 @@ def test_an_environment_variable_naming_no_section_is_reported(log_lines):
     )
     warned = [line for line in log_lines if "names no settings section" in line]
     assert len(warned) == 1 and "AGENTCORE_RETRYY__MAX_ATTEMPTS" in warned[0]
+
+
+def test_a_default_policys_section_is_accepted_when_its_plugin_is_not_loaded(tmp_path):
+    path = write(
+        tmp_path,
+        '[mcpl.routing]\ndefault = "echo:x"\n[retry]\nmax_attempts = 2\n'
+        "[provider_hold]\nmax_wait_s = 1\n[waiting_trace]\ninterval_s = 1\n",
+    )
+    kernel = Kernel.load(path, environ={}, discover_plugins=False)
+    assert kernel.settings.section("mcpl.routing") == {"default": "echo:x"}
+    bogus = write(tmp_path, "[mcpl.routin]\ndefault = 1\n")
+    with pytest.raises(SettingsError, match=r"mcpl\.routin: unknown key"):
+        Kernel.load(bogus, environ={}, discover_plugins=False)
+
+
+def test_keys_holding_dots_keep_their_source(tmp_path):
+    from agentcore.settings import dotted, flatten
+
+    path = write(tmp_path, '[mcpl.servers."mem.v2"]\ncommand = ["python3", "m.py"]\n')
+    loaded = load_settings(path, environ={})
+    leaves = {dotted(p): loaded.source_of(p) for p, _ in flatten(loaded.settings.model_dump())}
+    assert leaves['mcpl.servers."mem.v2".command'] == f"file {path}"
+    assert leaves['mcpl.servers."mem.v2".grant'] == "default"

@@ -1,0 +1,102 @@
+"""The HTTP client's share of a streamed chunk, at many concurrent streams: httpx vs aiohttp.
+
+`bench/mcpl_router.py` finds the host's CPU per chunk at 1000 concurrent streams
+dominated by the HTTP client stack. This isolates that stack: N concurrent SSE
+streams from the loopback provider (`agentcore.testing`, on its own thread), each
+`--chunks` text chunks `--interval` seconds apart, read on this thread by
+(a) one pooled `httpx.AsyncClient` (what the adapters use, `aiter_bytes`), and
+(b) one `aiohttp.ClientSession` (`iter_any`), in the same run. It prints the CPU
+time of the reading thread per chunk and the ratio (b)/(a). Only the bytes are read:
+no SSE decoding, no kernel, so the difference is the clients' own.
+
+    .venv/bin/python bench/http_clients.py [--streams 1000] [--chunks 20] [--interval 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+import httpx
+
+from agentcore.testing import LoopbackServer, Scenario
+
+BODY = {
+    "model": "m",
+    "max_tokens": 64,
+    "stream": True,
+    "messages": [{"role": "user", "content": "x"}],
+}
+HEADERS = {"x-api-key": "bench", "anthropic-version": "2023-06-01"}
+
+
+async def with_httpx(url: str, streams: int) -> int:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+
+        async def one() -> int:
+            got = 0
+            async with client.stream("POST", url, json=BODY, headers=HEADERS) as response:
+                async for chunk in response.aiter_bytes():
+                    got += len(chunk)
+            return got
+
+        return sum(await asyncio.gather(*(one() for _ in range(streams))))
+
+
+async def with_aiohttp(url: str, streams: int) -> int:
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one() -> int:
+            got = 0
+            async with session.post(url, json=BODY, headers=HEADERS) as response:
+                async for chunk in response.content.iter_any():
+                    got += len(chunk)
+            return got
+
+        return sum(await asyncio.gather(*(one() for _ in range(streams))))
+
+
+def measure(
+    server: LoopbackServer, read: Callable[[str, int], Awaitable[int]], args: argparse.Namespace
+) -> float:
+    """CPU seconds of this thread per chunk for one round of `args.streams` streams."""
+    scenario = Scenario.text(" ".join(["word"] * args.chunks), chunk_delay_s=args.interval)
+    server.script(*[scenario] * args.streams)
+    start = time.thread_time()
+    got = asyncio.run(read(server.url + "/v1/messages", args.streams))
+    spent = time.thread_time() - start
+    assert got > 0
+    return spent / (args.streams * args.chunks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--interval", type=float, default=0.1)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    server = LoopbackServer().start_in_thread()
+    try:
+        best = {"httpx": float("inf"), "aiohttp": float("inf")}
+        for _ in range(args.rounds):  # interleaved, best of each: the machine is shared
+            best["httpx"] = min(best["httpx"], measure(server, with_httpx, args))
+            best["aiohttp"] = min(best["aiohttp"], measure(server, with_aiohttp, args))
+    finally:
+        server.stop_in_thread()
+    print(
+        f"{args.streams} concurrent streams, {args.chunks} chunks each, {args.interval} s apart; "
+        f"CPU of the reading thread per chunk, best of {args.rounds}"
+    )
+    print(f"  (a) httpx    {best['httpx'] * 1e6:8.1f} µs   1.00x")
+    ratio = best["aiohttp"] / best["httpx"]
+    print(f"  (b) aiohttp  {best['aiohttp'] * 1e6:8.1f} µs   {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,9 +28,6 @@ from loguru import logger
 from agentcore.hooks import Hooks, plugin_manager
 from agentcore.inference import (
     NO_TERMINAL,
-    PROGRESS_TIMEOUT,
-    REQUEST_TIMEOUT,
-    SHUTTING_DOWN,
     Aborted,
     Complete,
     Failed,
@@ -44,6 +41,8 @@ from agentcore.inference import (
     Token,
 )
 from agentcore.inference.calls import Attempt, GiveUp, Inference, Retry, Wait, WaitReason
+from agentcore.inference.errors import cancelled, shutting_down
+from agentcore.inference.watchdog import Watchdog
 from agentcore.plugins import (
     PluginContext,
     PluginRecord,
@@ -111,7 +110,7 @@ class Kernel:
                 self._register(record)
         self.hooks = Hooks(self._pm)
         self._providers: dict[str, Provider] = {}
-        self._watchdogs: set[_Watchdog] = set()
+        self._watchdogs: set[Watchdog] = set()
         self._no_attempts = asyncio.Event()
         self._no_attempts.set()
         self._ids = itertools.count(1)
@@ -253,16 +252,16 @@ class Kernel:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def _watch(self, progress_s: float, request_s: float) -> _Watchdog:
+    def _watch(self, progress_s: float, request_s: float) -> Watchdog:
         """The timeouts of one provider call, which `stop()` can also end."""
-        watchdog = _Watchdog(progress_s, request_s)
+        watchdog = Watchdog(progress_s, request_s)
         if self.stopping.is_set():
             watchdog.stop_now()
         self._watchdogs.add(watchdog)
         self._no_attempts.clear()
         return watchdog
 
-    def _unwatch(self, watchdog: _Watchdog) -> None:
+    def _unwatch(self, watchdog: Watchdog) -> None:
         watchdog.cancel()
         self._watchdogs.discard(watchdog)
         if not self._watchdogs:
@@ -582,76 +581,6 @@ class Kernel:
             await _aclose(events)
 
 
-class _Watchdog:
-    """The progress and whole-request timeouts of one attempt, at the cost of a clock read
-    per visible token: one timer is re-armed only when it fires, and it cancels the task
-    only while the task waits on the provider (never inside the consumer's own code)."""
-
-    def __init__(self, progress_s: float, request_s: float) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        self._progress_s = progress_s
-        self._request_s = request_s
-        self._started = self._last = self._loop.time()
-        self.waiting = False
-        self.expired: str | None = None
-        self._cancelled_task = False
-        self._handle = self._loop.call_at(self._deadline(), self._check)
-
-    def _deadline(self) -> float:
-        return min(self._last + self._progress_s, self._started + self._request_s)
-
-    def progress(self) -> None:
-        self._last = self._loop.time()
-
-    def _check(self) -> None:
-        deadline = self._deadline()
-        if self._loop.time() < deadline:
-            self._handle = self._loop.call_at(deadline, self._check)
-            return
-        if self._last + self._progress_s <= self._started + self._request_s:
-            self.expired = PROGRESS_TIMEOUT
-        else:
-            self.expired = REQUEST_TIMEOUT
-        if self.waiting and self._task is not None:
-            self._cancelled_task = True
-            self._task.cancel()
-
-    def stop_now(self) -> None:
-        """The kernel is stopping: end the attempt as a timeout would, with the shutdown error."""
-        if self.expired is None:
-            self.expired = SHUTTING_DOWN
-        if self.waiting and self._task is not None and not self._cancelled_task:
-            self._cancelled_task = True
-            self._task.cancel()
-
-    def took_cancel(self) -> bool:
-        """True when the cancellation just caught was this watchdog's alone (then undo it)."""
-        if not self._cancelled_task or self._task is None:
-            return False
-        self._cancelled_task = False
-        return self._task.uncancel() == 0
-
-    def error(self) -> InferenceError:
-        if self.expired == SHUTTING_DOWN:
-            return shutting_down()
-        if self.expired == PROGRESS_TIMEOUT:
-            return InferenceError(
-                "timeout",
-                f"No visible progress within {self._progress_s:g} s "
-                "([inference] progress_timeout_s)",
-                code=PROGRESS_TIMEOUT,
-            )
-        return request_timeout(self._request_s)
-
-    def aborted(self) -> Aborted:
-        error = self.error()
-        return Aborted("cancelled" if error.code == SHUTTING_DOWN else "timeout", error)
-
-    def cancel(self) -> None:
-        self._handle.cancel()
-
-
 async def _aclose(events: AsyncIterator[StreamEvent]) -> None:
     aclose = getattr(events, "aclose", None)
     if aclose is not None:
@@ -710,24 +639,6 @@ def provider_failed(attempt: Attempt, exc: Exception) -> InferenceError:
         provider=attempt.provider,
         model=attempt.model,
     )
-
-
-def request_timeout(seconds: float) -> InferenceError:
-    return InferenceError(
-        "timeout",
-        f"The attempt took longer than {seconds:g} s ([inference] request_timeout_s)",
-        code=REQUEST_TIMEOUT,
-    )
-
-
-def shutting_down() -> InferenceError:
-    return InferenceError(
-        "cancelled", "The host is shutting down", retryable=False, code=SHUTTING_DOWN
-    )
-
-
-def cancelled() -> InferenceError:
-    return InferenceError("cancelled", "The inference was cancelled", retryable=False)
 
 
 def as_inference_error(error: PluginError) -> InferenceError:

@@ -72,6 +72,24 @@ class InferenceError(Exception):
         return f"{self.kind}{status}: {self.message}"
 
 
+def request_timeout(seconds: float) -> InferenceError:
+    return InferenceError(
+        "timeout",
+        f"The attempt took longer than {seconds:g} s ([inference] request_timeout_s)",
+        code=REQUEST_TIMEOUT,
+    )
+
+
+def shutting_down() -> InferenceError:
+    return InferenceError(
+        "cancelled", "The host is shutting down", retryable=False, code=SHUTTING_DOWN
+    )
+
+
+def cancelled() -> InferenceError:
+    return InferenceError("cancelled", "The inference was cancelled", retryable=False)
+
+
 class PluginError(Exception):
     """A plugin failed to import, to start, or raised inside a decision hook."""
 

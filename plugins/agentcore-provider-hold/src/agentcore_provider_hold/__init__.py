@@ -37,7 +37,7 @@ from pydantic import Field
 from agentcore import hookimpl
 from agentcore.inference import InferenceError
 from agentcore.inference.calls import Attempt, Wait
-from agentcore.kernel import shutting_down
+from agentcore.inference.errors import shutting_down
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.settings import Section
 from agentcore_provider_hold.store import Hold, HoldKey, HoldStore, InMemoryHoldStore

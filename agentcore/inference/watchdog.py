@@ -1,0 +1,91 @@
+"""The timeouts of one provider call, and the kernel's stop, in one timer.
+
+Why one timer and not `asyncio.timeout` per event: a stream's hot path can afford a
+clock read per visible token, not a timer per token. The timer is re-armed only
+when it fires early, and it cancels the task only while the task waits on the
+provider, never inside the consumer's own code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentcore.inference.errors import (
+    PROGRESS_TIMEOUT,
+    REQUEST_TIMEOUT,
+    SHUTTING_DOWN,
+    InferenceError,
+    request_timeout,
+    shutting_down,
+)
+from agentcore.inference.events import Aborted
+
+
+class Watchdog:
+    """The progress and whole-request timeouts of one attempt, at the cost of a clock read
+    per visible token: one timer is re-armed only when it fires, and it cancels the task
+    only while the task waits on the provider (never inside the consumer's own code)."""
+
+    def __init__(self, progress_s: float, request_s: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._progress_s = progress_s
+        self._request_s = request_s
+        self._started = self._last = self._loop.time()
+        self.waiting = False
+        self.expired: str | None = None
+        self._cancelled_task = False
+        self._handle = self._loop.call_at(self._deadline(), self._check)
+
+    def _deadline(self) -> float:
+        return min(self._last + self._progress_s, self._started + self._request_s)
+
+    def progress(self) -> None:
+        self._last = self._loop.time()
+
+    def _check(self) -> None:
+        deadline = self._deadline()
+        if self._loop.time() < deadline:
+            self._handle = self._loop.call_at(deadline, self._check)
+            return
+        if self._last + self._progress_s <= self._started + self._request_s:
+            self.expired = PROGRESS_TIMEOUT
+        else:
+            self.expired = REQUEST_TIMEOUT
+        if self.waiting and self._task is not None:
+            self._cancelled_task = True
+            self._task.cancel()
+
+    def stop_now(self) -> None:
+        """The kernel is stopping: end the attempt as a timeout would, with the shutdown error."""
+        if self.expired is None:
+            self.expired = SHUTTING_DOWN
+        if self.waiting and self._task is not None and not self._cancelled_task:
+            self._cancelled_task = True
+            self._task.cancel()
+
+    def took_cancel(self) -> bool:
+        """True when the cancellation just caught was this watchdog's alone (then undo it)."""
+        if not self._cancelled_task or self._task is None:
+            return False
+        self._cancelled_task = False
+        return self._task.uncancel() == 0
+
+    def error(self) -> InferenceError:
+        if self.expired == SHUTTING_DOWN:
+            return shutting_down()
+        if self.expired == PROGRESS_TIMEOUT:
+            return InferenceError(
+                "timeout",
+                f"No visible progress within {self._progress_s:g} s "
+                "([inference] progress_timeout_s)",
+                code=PROGRESS_TIMEOUT,
+            )
+        return request_timeout(self._request_s)
+
+    def aborted(self) -> Aborted:
+        error = self.error()
+        return Aborted("cancelled" if error.code == SHUTTING_DOWN else "timeout", error)
+
+    def cancel(self) -> None:
+        self._handle.cancel()

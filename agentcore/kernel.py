@@ -462,73 +462,68 @@ class Kernel:
             yield Failed(error)
             return
         await self._start_trace(inference)
-        ended = False  # set once the inference's last trace is out, before its terminal
+        ended = False  # set just before the terminal: the inference's last trace is out
         try:
-            async with aclosing(self._stream_attempts(inference, provider)) as events:
-                async for event in events:
-                    if isinstance(event, Complete | Failed | Aborted):
-                        ended = True
-                    yield event
+            for number in itertools.count(1):
+                attempt = Attempt(inference, number)
+                try:
+                    await self._admit(attempt)
+                except InferenceError as error:
+                    await self._fail_trace(inference, number, error)
+                    ended = True
+                    yield Failed(error)
+                    return
+                visible = False
+                terminal: Terminal | None = None
+                hooks = self.hooks
+                # No coroutine per event when every on_stream_event implementation is sync.
+                observe_now = hooks.stream_event_sync if hooks.stream_sync else None
+                try:
+                    async with aclosing(self._attempt(provider, attempt)) as events:
+                        async for event in events:
+                            if not hooks.has_stream_observers:
+                                pass
+                            elif observe_now is not None:
+                                event = observe_now(attempt, event)
+                            else:
+                                event = await hooks.stream_event(attempt, event)
+                            if type(event) is Token:
+                                visible = visible or event.visible
+                            elif isinstance(event, Complete | Failed | Aborted):
+                                terminal = event
+                                break
+                            yield event
+                except (asyncio.CancelledError, GeneratorExit):
+                    await self.hooks.attempt_end(attempt, cancelled())
+                    raise
+                if terminal is None:  # _attempt ends with one, but a plugin replaced it
+                    terminal = Failed(no_terminal(attempt))
+                if isinstance(terminal, Complete):
+                    await self.hooks.attempt_end(attempt, None)
+                    await self._complete_trace(attempt, terminal.response)
+                    ended = True
+                    yield terminal
+                    return
+                failure = terminal.error
+                await self.hooks.attempt_end(attempt, failure)
+                outcome = failure if visible else await self._after_failure(attempt, failure)
+                if isinstance(outcome, InferenceError):
+                    await self._fail_trace(inference, number, outcome)
+                    ended = True
+                    yield terminal if outcome is failure else Failed(outcome)
+                    return
+                yield Retrying(number, outcome, failure)
+                try:
+                    await self._backoff(attempt, outcome)
+                except InferenceError as stopped:
+                    await self._fail_trace(inference, number, stopped)
+                    ended = True
+                    yield Aborted("cancelled", stopped)
+                    return
         except (asyncio.CancelledError, GeneratorExit):
             if not ended:
                 await self._fail_trace(inference, len(inference.errors) + 1, cancelled())
             raise
-
-    async def _stream_attempts(
-        self, inference: Inference, provider: Provider
-    ) -> AsyncGenerator[StreamEvent, None]:
-        for number in itertools.count(1):
-            attempt = Attempt(inference, number)
-            try:
-                await self._admit(attempt)
-            except InferenceError as error:
-                await self._fail_trace(inference, number, error)
-                yield Failed(error)
-                return
-            visible = False
-            terminal: Terminal | None = None
-            hooks = self.hooks
-            # No coroutine per event when every on_stream_event implementation is sync.
-            observe_now = hooks.stream_event_sync if hooks.stream_sync else None
-            try:
-                async with aclosing(self._attempt(provider, attempt)) as events:
-                    async for event in events:
-                        if not hooks.has_stream_observers:
-                            pass
-                        elif observe_now is not None:
-                            event = observe_now(attempt, event)
-                        else:
-                            event = await hooks.stream_event(attempt, event)
-                        if type(event) is Token:
-                            visible = visible or event.visible
-                        elif isinstance(event, Complete | Failed | Aborted):
-                            terminal = event
-                            break
-                        yield event
-            except (asyncio.CancelledError, GeneratorExit):
-                await self.hooks.attempt_end(attempt, cancelled())
-                raise
-            if terminal is None:  # _attempt ends with one, but a plugin replaced it
-                terminal = Failed(no_terminal(attempt))
-            if isinstance(terminal, Complete):
-                await self.hooks.attempt_end(attempt, None)
-                await self._complete_trace(attempt, terminal.response)
-                yield terminal
-                return
-            failure = terminal.error
-            await self.hooks.attempt_end(attempt, failure)
-            outcome = failure if visible else await self._after_failure(attempt, failure)
-            if isinstance(outcome, InferenceError):
-                await self._fail_trace(inference, number, outcome)
-                yield terminal if outcome is failure else Failed(outcome)
-                return
-            yield Retrying(number, outcome, failure)
-            try:
-                await self._backoff(attempt, outcome)
-            except InferenceError as stopped:
-                await self._fail_trace(inference, number, stopped)
-                yield Aborted("cancelled", stopped)
-                return
 
     async def _attempt(
         self, provider: Provider, attempt: Attempt

@@ -318,14 +318,7 @@ class Kernel:
         return inference, provider
 
     async def _start_trace(self, inference: Inference) -> None:
-        await self.emit(
-            "inference:start",
-            inferenceId=inference.id,
-            model=inference.request.model,
-            provider=inference.provider,
-            streamed=inference.streamed,
-            **_trace_metadata(inference),
-        )
+        await self.emit("inference:start", provider=inference.provider, **_trace_fields(inference))
 
     # -- the pipeline --------------------------------------------------------------------
 
@@ -372,27 +365,21 @@ class Kernel:
         inference = attempt.inference
         await self.emit(
             "inference:complete",
-            inferenceId=inference.id,
-            model=inference.request.model,
             modelServed=response.model_served,
-            streamed=inference.streamed,
             attempts=attempt.number,
             inputTokens=response.usage.input_tokens,
             outputTokens=response.usage.output_tokens,
             finishReason=response.stop.reason,
-            **_trace_metadata(inference),
+            **_trace_fields(inference),
         )
 
     async def _fail_trace(self, inference: Inference, attempts: int, error: InferenceError) -> None:
         await self.emit(
             "inference:fail",
-            inferenceId=inference.id,
-            model=inference.request.model,
-            streamed=inference.streamed,
             attempts=attempts,
             error=error.describe(),
             errorKind=error.kind,
-            **_trace_metadata(inference),
+            **_trace_fields(inference),
         )
 
     async def complete(self, request: Request) -> Response:
@@ -607,9 +594,17 @@ def _read_section(record: PluginRecord) -> None:
     record.section = section
 
 
-def _trace_metadata(inference: Inference) -> dict[str, Any]:
+def _trace_fields(inference: Inference) -> dict[str, Any]:
+    """What every inference:start, complete and fail trace says of its inference."""
+    fields = {
+        "inferenceId": inference.id,
+        "model": inference.request.model,
+        "streamed": inference.streamed,
+    }
     server = inference.request.metadata.get("serverId")
-    return {"serverId": server} if server is not None else {}
+    if server is not None:
+        fields["serverId"] = server
+    return fields
 
 
 def no_terminal(attempt: Attempt) -> InferenceError:

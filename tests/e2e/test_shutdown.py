@@ -154,7 +154,7 @@ async def test_a_server_that_leaves_mid_stream(rig: RigFactory) -> None:
 # -- agentcore serve, a real subprocess ------------------------------------------------
 
 
-async def serve(settings: Path) -> asyncio.subprocess.Process:
+async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         AGENTCORE,
         "serve",
@@ -164,7 +164,13 @@ async def serve(settings: Path) -> asyncio.subprocess.Process:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=REPO,
+        env=env,
     )
+
+
+def without_agentcore_env() -> dict[str, str]:
+    """This environment less any AGENTCORE_* overrides, so only the settings file counts."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
 
 
 async def finish(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
@@ -311,17 +317,7 @@ grant = ["inferenceRequest", "inferenceRequest.streaming", "modelInfo"]
 default = "echo:echo-1"
 """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
-    process = await asyncio.create_subprocess_exec(
-        AGENTCORE,
-        "serve",
-        "--settings",
-        str(settings),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
+    process = await serve(settings, without_agentcore_env())
     code, stdout, stderr = await finish(process)
     assert code == 0, stderr
     assert stdout == ""
@@ -404,17 +400,7 @@ command = ["{tmp_path / "no-such-server"}"]
 grant = ["inferenceRequest"]
 """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
-    process = await asyncio.create_subprocess_exec(
-        AGENTCORE,
-        "serve",
-        "--settings",
-        str(settings),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
+    process = await serve(settings, without_agentcore_env())
     code, _, stderr = await finish(process)
     assert code == 1
     assert "none of the configured MCPL servers (missing) could start" in stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -45,7 +46,6 @@ from agentcore.providers.base import normalize_stop
 from agentcore.providers.http import (
     MID_STREAM,
     build_client,
-    copy_usage,
     drain,
     ended_early,
     error_from_exception,
@@ -55,6 +55,7 @@ from agentcore.providers.http import (
     not_json,
     open_stream,
     post_json,
+    read_usage,
     replay,
     resolve_key,
     unreadable,
@@ -130,21 +131,16 @@ def _message(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": content}
 
 
+USAGE_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_input_tokens": "cache_read_tokens",
+    "cache_creation_input_tokens": "cache_creation_tokens",
+}
+
+
 def _usage(data: Any, into: Usage) -> Usage:
-    if isinstance(data, dict):
-        value = data.get("input_tokens")
-        if isinstance(value, int):
-            into.input_tokens = value
-        value = data.get("output_tokens")
-        if isinstance(value, int):
-            into.output_tokens = value
-        value = data.get("cache_read_input_tokens")
-        if isinstance(value, int):
-            into.cache_read_tokens = value
-        value = data.get("cache_creation_input_tokens")
-        if isinstance(value, int):
-            into.cache_creation_tokens = value
-    return into
+    return read_usage(data, into, USAGE_FIELDS)
 
 
 def _tool_input(raw: str) -> dict[str, Any]:
@@ -334,14 +330,14 @@ class AnthropicProvider:
                             message = obj.get("message") or {}
                             served = message.get("model") or served
                             _usage(message.get("usage"), usage)
-                            yield UsageUpdate(copy_usage(usage))
+                            yield UsageUpdate(replace(usage))
                         elif kind == "message_delta":
                             delta = obj.get("delta") or {}
                             stop_reason = delta.get("stop_reason") or stop_reason
                             stop_sequence = delta.get("stop_sequence") or stop_sequence
                             if "usage" in obj:
                                 _usage(obj["usage"], usage)
-                                yield UsageUpdate(copy_usage(usage))
+                                yield UsageUpdate(replace(usage))
                         elif kind == "message_stop":
                             finished = True
                             break

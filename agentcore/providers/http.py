@@ -47,7 +47,6 @@ __all__ = [
     "ProviderClient",
     "build_client",
     "classify",
-    "copy_usage",
     "drain",
     "ended_early",
     "error_from_exception",
@@ -60,6 +59,7 @@ __all__ = [
     "parse_duration",
     "parse_error_body",
     "post_json",
+    "read_usage",
     "replay",
     "resolve_key",
     "retry_after_from_body",
@@ -705,13 +705,15 @@ def fast_loads(text: str) -> Any:
     return value
 
 
-def copy_usage(usage: Usage) -> Usage:
-    return Usage(
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cache_read_tokens,
-        usage.cache_creation_tokens,
-    )
+def read_usage(data: Any, into: Usage, fields: Mapping[str, str]) -> Usage:
+    """Copy each integer a provider's usage object holds, wire key -> `Usage` attribute,
+    into `into`, in the order given; anything missing or not an integer is left as it is."""
+    if isinstance(data, dict):
+        for key, attribute in fields.items():
+            value = data.get(key)
+            if isinstance(value, int):
+                setattr(into, attribute, value)
+    return into
 
 
 def replay(response: Response) -> list[StreamEvent]:

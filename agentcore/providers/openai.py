@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -53,7 +54,6 @@ from agentcore.providers.base import normalize_stop
 from agentcore.providers.http import (
     MID_STREAM,
     build_client,
-    copy_usage,
     drain,
     ended_early,
     error_from_exception,
@@ -63,6 +63,7 @@ from agentcore.providers.http import (
     not_json,
     open_stream,
     post_json,
+    read_usage,
     replay,
     resolve_key,
     unreadable,
@@ -172,26 +173,19 @@ def _messages(message: Message) -> list[dict[str, Any]]:
     return out
 
 
+USAGE_FIELDS = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens"}
+USAGE_DETAIL_FIELDS = {
+    "cached_tokens": "cache_read_tokens",
+    "cache_write_tokens": "cache_creation_tokens",
+}
+
+
 def _usage(data: Any, into: Usage) -> Usage:
     """Prompt and completion tokens; cached prompt tokens where the provider says."""
     if isinstance(data, dict):
-        value = data.get("prompt_tokens")
-        if isinstance(value, int):
-            into.input_tokens = value
-        value = data.get("completion_tokens")
-        if isinstance(value, int):
-            into.output_tokens = value
-        details = data.get("prompt_tokens_details")
-        if isinstance(details, dict):
-            value = details.get("cached_tokens")
-            if isinstance(value, int):
-                into.cache_read_tokens = value
-            value = details.get("cache_write_tokens")
-            if isinstance(value, int):
-                into.cache_creation_tokens = value
-        value = data.get("prompt_cache_hit_tokens")  # DeepSeek
-        if isinstance(value, int):
-            into.cache_read_tokens = value
+        read_usage(data, into, USAGE_FIELDS)
+        read_usage(data.get("prompt_tokens_details"), into, USAGE_DETAIL_FIELDS)
+        read_usage(data, into, {"prompt_cache_hit_tokens": "cache_read_tokens"})  # DeepSeek
     return into
 
 
@@ -423,7 +417,7 @@ class OpenAIProvider:
                             state.served = obj.get("model")
                         if obj.get("usage"):
                             _usage(obj["usage"], state.usage)
-                            yield UsageUpdate(copy_usage(state.usage))
+                            yield UsageUpdate(replace(state.usage))
                 if chunk is not None:
                     await drain(chunks)
         except httpx.HTTPError as exc:

@@ -701,3 +701,21 @@ async def test_whole_reply_that_is_not_json(provider: OpenAIProvider) -> None:
         with pytest.raises(InferenceError) as info:
             await provider.complete(request(), "m")
     assert info.value.kind == "server"
+
+
+def test_usage_reads_cached_tokens_and_deepseeks_cache_hits() -> None:
+    from agentcore.inference import Usage
+    from agentcore.providers.openai import _usage
+
+    usage = _usage(
+        {
+            "prompt_tokens": 10,
+            "completion_tokens": 4,
+            "prompt_tokens_details": {"cached_tokens": 6, "cache_write_tokens": 2},
+        },
+        Usage(),
+    )
+    assert usage == Usage(10, 4, cache_read_tokens=6, cache_creation_tokens=2)
+    deepseek = _usage({"prompt_tokens": 10, "prompt_cache_hit_tokens": 7}, Usage())
+    assert deepseek.cache_read_tokens == 7
+    assert _usage({"prompt_tokens": "10", "prompt_tokens_details": None}, Usage()) == Usage()

@@ -41,7 +41,7 @@ from agentcore.inference import (
     Token,
 )
 from agentcore.inference.calls import Attempt, GiveUp, Inference, Retry, Wait, WaitReason
-from agentcore.inference.errors import cancelled, shutting_down
+from agentcore.inference.errors import NO_RESULT_MESSAGE, cancelled, shutting_down
 from agentcore.inference.watchdog import Watchdog
 from agentcore.plugins import (
     PluginContext,
@@ -610,7 +610,7 @@ def _trace_fields(inference: Inference) -> dict[str, Any]:
 def no_terminal(attempt: Attempt) -> InferenceError:
     return InferenceError(
         "network",
-        "The inference stream ended without a result",
+        NO_RESULT_MESSAGE,
         code=NO_TERMINAL,
         provider=attempt.provider,
         model=attempt.model,

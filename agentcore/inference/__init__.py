@@ -1,6 +1,7 @@
 """The normalized inference model: requests, responses, stream events and typed errors."""
 
 from agentcore.inference.errors import (
+    NO_RESULT_MESSAGE,
     NO_TERMINAL,
     PROGRESS_TIMEOUT,
     REQUEST_TIMEOUT,
@@ -44,6 +45,7 @@ from agentcore.inference.models import (
 )
 
 __all__ = [
+    "NO_RESULT_MESSAGE",
     "NO_TERMINAL",
     "PROGRESS_TIMEOUT",
     "REQUEST_TIMEOUT",

@@ -34,6 +34,9 @@ PROGRESS_TIMEOUT = "progress_timeout"
 REQUEST_TIMEOUT = "request_timeout"
 SHUTTING_DOWN = "shutting_down"
 
+NO_RESULT_MESSAGE = "The inference stream ended without a result"
+"""What a stream that ends with no terminal event fails with, whoever notices it."""
+
 
 class InferenceError(Exception):
     """An attempt or an inference failed; `str(error)` is the message a user reads."""

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from agentcore.inference import (
+    NO_RESULT_MESSAGE,
     NO_TERMINAL,
     BlockStart,
     BlockStop,
@@ -668,15 +669,11 @@ def unreadable(exc: Exception, *, provider: str, model: str) -> InferenceError:
     )
 
 
-NO_RESULT = "The inference stream ended without a result"
-"""The same words the kernel uses for a stream with no terminal event: one ending, one message."""
-
-
 def ended_early(*, provider: str, model: str) -> InferenceError:
     """The provider's stream ended (cleanly or not) before the inference finished."""
     return InferenceError(
         "network",
-        NO_RESULT,
+        NO_RESULT_MESSAGE,
         code=NO_TERMINAL,
         provider=provider,
         model=model,

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from agentcore import hookimpl
 from agentcore.inference import (
+    NO_RESULT_MESSAGE,
     SHUTTING_DOWN,
     Aborted,
     Complete,
@@ -273,7 +274,7 @@ class McplRouter:
                     if event.error.code == SHUTTING_DOWN:
                         raise event.error
                     raise InferenceError("timeout", aborted_message(event), retryable=False)
-        raise InferenceError("network", "The inference stream ended without a result")
+        raise InferenceError("network", NO_RESULT_MESSAGE)  # the kernel always ends with one
 
     async def _emit(self, type: str, **fields: Any) -> None:
         if self._context is not None:

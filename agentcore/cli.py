@@ -26,6 +26,7 @@ from agentcore.inference import (
     Message,
     Request,
     Response,
+    Token,
 )
 from agentcore.inference.outcome import aborted_message, completion_problem, result_object
 from agentcore.kernel import Kernel, PluginLoadError
@@ -148,8 +149,8 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
                         )
                     elif isinstance(event, Aborted):
                         click.echo(f"agentcore: {aborted_message(event)}", err=True)
-                    elif not as_json and getattr(event, "visible", False):
-                        sys.stdout.write(event.text)  # type: ignore[union-attr]
+                    elif not as_json and isinstance(event, Token) and event.visible:
+                        sys.stdout.write(event.text)
                         sys.stdout.flush()
                         printed = True
     if printed:

@@ -1,4 +1,4 @@
-"""N concurrent streamed `inference/request`s through `agentcore serve`, per chunk.
+"""N concurrent streamed `inference/request`s through an MCPL host, per chunk, against a floor.
 
 Three processes, as in a deployment:
 
@@ -6,18 +6,32 @@ Three processes, as in a deployment:
   of this process, playing each call as `chunks` text chunks `interval` seconds apart,
   each stamped with its emission time (``timestamps=True``: `Call.emitted_at`). The
   calls start spread evenly over one interval, as independent users' streams would;
-- ``agentcore serve --settings PATH``, a real subprocess, with every default plugin;
-- this file run as a stdlib-only stdio MCPL server (``--server``), spawned by serve:
+- the host under test, a real subprocess reading one generated settings file:
+  ``agentcore serve --settings PATH`` with every default plugin, or its peer, the relay;
+- this file run as a stdlib-only stdio MCPL server (``--server``), spawned by the host:
   it sends N streamed requests at once, and stamps each chunk with the time it read it.
 
-For N in `--sizes` it prints chunks per second (all chunks, over the time from the
-first request to the last answer), the added latency per chunk (arrival at the MCPL
-server minus the provider's emission, same clock; p50, p99, max), and the host
-process's peak RSS (VmHWM). Every request must be answered with a result and
-exactly its chunks, in order. Target: N = 1000 answered, p99 added latency under 5 ms.
+The peer is this file run as ``--relay PATH``: a minimal stdlib-only asyncio MCPL host
+that reads the same settings, spawns the same server over stdio, does the handshake
+(``initialize``, ``notifications/initialized``, ``featureSets/update``) and relays each
+``inference/request`` over a raw ``asyncio.open_connection`` to the provider: one POST,
+SSE split on blank lines, one ``inference/chunk`` per text delta, then the result. No
+kernel, no plugins, no HTTP library, no checks: it is the floor of what relaying these
+streams costs a Python process on this machine, so agentcore's numbers are read as
+multiples of it rather than against an absolute that changes with the machine.
+
+For N in `--sizes` it runs the relay and then agentcore (``--host`` picks one) on the
+same scenario and prints, for each, chunks per second (all chunks, over the time from
+the first request to the last answer), the added latency per chunk (arrival at the MCPL
+server minus the provider's emission, same clock; p50, p99, max), the host process's
+peak RSS (VmHWM) and its CPU time per chunk and share of one CPU; then agentcore's p99
+and CPU per chunk as ratios to the relay's. Every request must be answered with a result
+and exactly its chunks, in order, by either host. Target: agentcore at N = 1000, every
+request answered, p99 added latency under 5 ms.
 
     .venv/bin/python bench/mcpl_router.py [--sizes 10,100,1000] [--chunks 20]
-        [--interval 0.1] [--wire anthropic|openai] [--traces] [--profile DIR]
+        [--interval 0.1] [--wire anthropic|openai] [--host both|agentcore|relay]
+        [--traces] [--profile DIR]
 
 ``--profile DIR`` runs serve under cProfile and writes ``DIR/serve-N.prof``.
 Not part of ``make test``.
@@ -25,8 +39,10 @@ Not part of ``make test``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -131,6 +147,209 @@ def run_server() -> int:
     return 0
 
 
+# -- the peer: a minimal MCPL relay (stdlib only: the floor of a Python host) -----------
+
+# OpenAI finish reasons as the normalized stop reasons MCPL results carry.
+OPENAI_STOPS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+class Call:
+    """One relayed call's state: its request id, text so far, model and stop reason."""
+
+    def __init__(self, request_id: Any, model: str) -> None:
+        self.id = request_id
+        self.text: list[str] = []
+        self.model = model
+        self.stop: str | None = None
+
+    def result(self) -> dict[str, Any]:
+        return {"content": "".join(self.text), "model": self.model, "finishReason": self.stop}
+
+
+class Relay:
+    """What a host must do to relay the bench's streams, and nothing more.
+
+    One task per `inference/request`, one fresh connection per call (as a host
+    with no pool would open), frames written to the server's stdin as they are
+    made (no drain: the bench server reads at once). A failed call is answered
+    -32603 with its cause.
+    """
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        import urllib.parse
+
+        provider = settings["providers"]["lb"]
+        url = urllib.parse.urlsplit(provider["base_url"])  # http://HOST:PORT/p/lb[/v1]
+        assert url.hostname is not None and url.port is not None, url
+        self.address = (url.hostname, url.port)
+        self.anthropic = provider["kind"] == "anthropic"
+        key = os.environ.get(provider.get("api_key_env", ""), "")
+        if self.anthropic:
+            path, auth = "/v1/messages", f"x-api-key: {key}\r\nanthropic-version: 2023-06-01"
+        else:  # the openai base URL already ends in /v1
+            path, auth = "/chat/completions", f"authorization: Bearer {key}"
+        self.head = (
+            f"POST {url.path}{path} HTTP/1.1\r\nhost: {url.netloc}\r\n{auth}\r\n"
+            "content-type: application/json\r\naccept: text/event-stream\r\n"
+        )
+        self.model = settings["mcpl"]["routing"]["default"].partition(":")[2]
+        self.server = settings["mcpl"]["servers"]["bench"]
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        stopped = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stopped.set)
+        process = await asyncio.create_subprocess_exec(
+            *self.server["command"],
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, **self.server.get("env", {})},
+            limit=self.server.get("max_frame_bytes", 1 << 24),
+        )
+        assert process.stdin is not None and process.stdout is not None
+        self.stdin = process.stdin
+        reading = loop.create_task(self.read(process.stdout))
+        waiting = loop.create_task(stopped.wait())
+        await asyncio.wait({reading, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        # SIGTERM (or the server left): close its stdin, which is its cue to exit.
+        process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 5.0)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+        return 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def read(self, stdout: asyncio.StreamReader) -> None:
+        tasks: set[asyncio.Task[None]] = set()
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"mcpl": {}}},
+                    "clientInfo": {"name": "bench-relay", "version": "1"},
+                },
+            }
+        )
+        while line := await stdout.readline():
+            if not line.strip():
+                continue
+            message = json.loads(line)
+            method = message.get("method")
+            if method == "inference/request":
+                task = asyncio.get_running_loop().create_task(
+                    self.answer(message["id"], message["params"])
+                )
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            elif method is None and message.get("id") == 0:  # the initialize result
+                mcpl = message["result"]["capabilities"]["experimental"]["mcpl"]
+                self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                params = {
+                    "effectiveCapabilities": sorted(self.server.get("grant", [])),
+                    "deniedCapabilities": [],
+                    "enabled": sorted(mcpl.get("featureSets", {})),
+                    "disabled": [],
+                }
+                self.send(
+                    {"jsonrpc": "2.0", "id": 1, "method": "featureSets/update", "params": params}
+                )
+            elif method is not None and "id" in message:
+                error = {"code": -32601, "message": f"Method not found: {method}"}
+                self.send({"jsonrpc": "2.0", "id": message["id"], "error": error})
+
+    async def answer(self, request_id: Any, params: dict[str, Any]) -> None:
+        try:
+            result = await self.relay(request_id, params)
+        except Exception as exc:
+            error = {"code": -32603, "message": str(exc) or type(exc).__name__}
+            self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
+        else:
+            self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    async def relay(self, request_id: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """POST the call, and send each text delta of its SSE stream as a chunk."""
+        body = json.dumps(
+            {
+                "model": self.model,
+                "max_tokens": params.get("preferences", {}).get("maxTokens", 1024),
+                "stream": True,
+                "messages": params["messages"],
+            }
+        ).encode()
+        reader, writer = await asyncio.open_connection(*self.address)
+        try:
+            writer.write(f"{self.head}content-length: {len(body)}\r\n\r\n".encode() + body)
+            status = await reader.readline()
+            chunked = False
+            while (header := await reader.readline()) not in (b"\r\n", b""):
+                chunked = chunked or header.lower() == b"transfer-encoding: chunked\r\n"
+            if status.split()[1:2] != [b"200"]:
+                raise RuntimeError(f"the provider answered {status.decode().strip()}")
+            call = Call(request_id, self.model)
+            buffer = b""
+            while True:
+                if chunked:  # size line, data, CRLF; a 0 size ends the body
+                    size = int(await reader.readline(), 16)
+                    data = (await reader.readexactly(size + 2))[:-2]
+                else:
+                    data = await reader.read(1 << 16)
+                if not data:
+                    raise RuntimeError("the stream ended without a result")
+                buffer += data
+                *events, buffer = buffer.split(b"\n\n")
+                for event in events:
+                    for line in event.split(b"\n"):
+                        if line.startswith(b"data:") and self.take(call, line[5:].strip()):
+                            return call.result()
+        finally:
+            writer.close()
+
+    def take(self, call: Call, data: bytes) -> bool:
+        """One SSE data field: send its text delta as a chunk; True at the stream's end."""
+        if data == b"[DONE]":  # openai's end of stream
+            return True
+        payload = json.loads(data)
+        if "error" in payload:
+            raise RuntimeError(f"the provider failed mid-stream: {payload['error']}")
+        delta = None
+        if self.anthropic:
+            kind = payload.get("type")
+            if kind == "content_block_delta":
+                delta = payload["delta"].get("text")
+            elif kind == "message_start":
+                call.model = payload["message"].get("model", call.model)
+            elif kind == "message_delta":
+                call.stop = payload["delta"].get("stop_reason", call.stop)
+            elif kind == "message_stop":
+                return True
+        else:
+            call.model = payload.get("model", call.model)
+            choice = (payload.get("choices") or [{}])[0]
+            delta = (choice.get("delta") or {}).get("content")
+            if reason := choice.get("finish_reason"):
+                call.stop = OPENAI_STOPS.get(reason, reason)
+        if delta:
+            chunk = {"requestId": call.id, "index": len(call.text), "delta": delta}
+            self.send({"jsonrpc": "2.0", "method": "inference/chunk", "params": chunk})
+            call.text.append(delta)
+        return False
+
+
+def run_relay(settings_path: str) -> int:
+    import tomllib
+
+    with open(settings_path, "rb") as f:
+        settings = tomllib.load(f)
+    return asyncio.run(Relay(settings).run())
+
+
 # -- the benchmark ---------------------------------------------------------------------
 
 
@@ -161,8 +380,8 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_size(args: Any, n: int, provider: Any, directory: str) -> dict[str, Any]:
-    import signal
+def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dict[str, Any]:
+    """One run of N streams through `host` ("agentcore" or "relay")."""
     import subprocess
 
     from agentcore.testing import Scenario
@@ -180,15 +399,15 @@ def run_size(args: Any, n: int, provider: Any, directory: str) -> dict[str, Any]
             ),
             provider="lb",
         )
-    out_path = os.path.join(directory, f"result-{n}.json")
+    out_path = os.path.join(directory, f"result-{host}-{n}.json")
     settings = provider.write_settings(
-        os.path.join(directory, f"bench-{n}.toml"),
+        os.path.join(directory, f"bench-{host}-{n}.toml"),
         {"lb": args.wire},
         inference={"progress_timeout_s": 60.0, "request_timeout_s": 600.0},
         sections={
             **(
                 {"traces": {"jsonl": os.path.join(directory, f"traces-{n}.jsonl")}}
-                if args.traces
+                if args.traces and host == "agentcore"
                 else {}
             ),
             "mcpl": {
@@ -207,12 +426,15 @@ def run_size(args: Any, n: int, provider: Any, directory: str) -> dict[str, Any]
     agentcore = os.path.join(os.path.dirname(sys.executable), "agentcore")
     serve = ["serve", "--settings", str(settings)]
     command = [agentcore, *serve]
-    if args.profile:
+    if host == "relay":
+        command = [sys.executable, os.path.abspath(__file__), "--relay", str(settings)]
+    elif args.profile:
         os.makedirs(args.profile, exist_ok=True)
         prof = os.path.join(args.profile, f"serve-{n}.prof")
         command = [sys.executable, "-m", "cProfile", "-o", prof, agentcore, *serve]
+    name = "agentcore serve" if host == "agentcore" else "the relay"
     env = {**os.environ, "AGENTCORE_LOG_LEVEL": os.environ.get("AGENTCORE_LOG_LEVEL", "WARNING")}
-    log = open(os.path.join(directory, f"serve-{n}.log"), "wb")  # noqa: SIM115
+    log = open(os.path.join(directory, f"{host}-{n}.log"), "wb")  # noqa: SIM115
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     deadline = time.monotonic() + args.timeout
     rss = 0
@@ -220,9 +442,7 @@ def run_size(args: Any, n: int, provider: Any, directory: str) -> dict[str, Any]
     try:
         while not cpu_start:
             if process.poll() is not None:
-                raise SystemExit(
-                    f"agentcore serve exited with {process.returncode}; see {log.name}"
-                )
+                raise SystemExit(f"{name} exited with {process.returncode}; see {log.name}")
             if time.monotonic() > deadline:
                 raise SystemExit(f"N={n}: the server did not start in {args.timeout} s")
             if os.path.exists(out_path + ".started"):
@@ -230,9 +450,7 @@ def run_size(args: Any, n: int, provider: Any, directory: str) -> dict[str, Any]
             time.sleep(0.002)
         while not os.path.exists(out_path):
             if process.poll() is not None:
-                raise SystemExit(
-                    f"agentcore serve exited with {process.returncode}; see {log.name}"
-                )
+                raise SystemExit(f"{name} exited with {process.returncode}; see {log.name}")
             if time.monotonic() > deadline:
                 raise Unfinished(f"not every request was answered within {args.timeout:g} s")
             rss = max(rss, peak_rss_kb(process.pid))
@@ -247,7 +465,7 @@ def run_size(args: Any, n: int, provider: Any, directory: str) -> dict[str, Any]
             process.wait()
         log.close()
     if code != 0:
-        raise SystemExit(f"agentcore serve exited {code} after SIGTERM; see {log.name}")
+        raise SystemExit(f"{name} exited {code} after SIGTERM; see {log.name}")
 
     with open(out_path) as f:
         run = json.load(f)
@@ -307,53 +525,73 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=20, help="text chunks per stream")
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between chunks")
     parser.add_argument("--wire", choices=["anthropic", "openai"], default="anthropic")
+    parser.add_argument(
+        "--host", choices=["both", "agentcore", "relay"], default="both", help="which hosts run"
+    )
     parser.add_argument("--traces", action="store_true", help="write [traces] jsonl too")
     parser.add_argument("--profile", metavar="DIR", help="run serve under cProfile")
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
     os.environ[API_KEY_ENV] = API_KEY
+    hosts = ["relay", "agentcore"] if args.host == "both" else [args.host]
 
     print(
-        f"agentcore serve, {args.wire} wire, {args.chunks} chunks per stream every "
-        f"{args.interval * 1000:g} ms; Python {platform.python_version()}, "
+        f"agentcore serve against a stdlib relay, {args.wire} wire, {args.chunks} chunks per "
+        f"stream every {args.interval * 1000:g} ms; Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs"
     )
-    header = f"{'N':>6} {'chunks':>8} {'chunks/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+    header = f"{'N':>6} {'host':>9} {'chunks':>8} {'chunks/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
     print(
         header + f"{'max ms':>8} {'peak RSS':>9} {'host CPU/chunk':>14} {'host CPU':>8}  answered"
     )
-    failed = False
+    failed = missed = False
     keep = os.environ.get("BENCH_KEEP")
     with LoopbackServer() as provider, tempfile.TemporaryDirectory(prefix="bench-mcpl-") as tmp:
         if keep:
             os.makedirs(keep, exist_ok=True)
             tmp = keep
         for n in (int(s) for s in args.sizes.split(",")):
-            try:
-                r = run_size(args, n, provider, tmp)
-            except Unfinished as exc:
-                print(f"{n:>6}  {exc}")
-                failed = True
-                continue
-            print(
-                f"{n:>6} {r['chunks']:>8} {r['chunks_per_s']:>9.0f} {r['p50_ms']:>8.2f} "
-                f"{r['p99_ms']:>8.2f} {r['max_ms']:>8.2f} {r['rss_mb']:>6.1f} MB "
-                f"{r['cpu_us_per_chunk']:>11.0f} µs {r['cpu_share']:>7.0%}  "
-                f"{r['answered']}/{n} in {r['wall_s']:.1f} s"
-            )
-            if r["problems"]:
-                failed = True
+            rows: dict[str, dict[str, Any]] = {}
+            for host in hosts:
+                try:
+                    r = run_size(args, host, n, provider, tmp)
+                except Unfinished as exc:
+                    print(f"{n:>6} {host:>9}  {exc}")
+                    failed = True
+                    continue
                 print(
-                    f"        {len(r['problems'])} not answered as asked, e.g. {r['problems'][0]}"
+                    f"{n:>6} {host:>9} {r['chunks']:>8} {r['chunks_per_s']:>9.0f} "
+                    f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['max_ms']:>8.2f} "
+                    f"{r['rss_mb']:>6.1f} MB {r['cpu_us_per_chunk']:>11.0f} µs "
+                    f"{r['cpu_share']:>7.0%}  {r['answered']}/{n} in {r['wall_s']:.1f} s"
                 )
-            if n >= 1000 and not r["p99_ms"] < 5.0:
-                failed = True
+                if r["problems"]:
+                    failed = True
+                    print(
+                        f"{'':>17}{len(r['problems'])} not answered as asked, "
+                        f"e.g. {r['problems'][0]}"
+                    )
+                else:
+                    rows[host] = r
+                if host == "agentcore" and n >= 1000 and not r["p99_ms"] < 5.0:
+                    missed = True
+            if len(rows) == 2:
+                ours, floor = rows["agentcore"], rows["relay"]
+                print(
+                    f"{n:>6} {'ratio':>9}  agentcore/relay: p99 "
+                    f"{ours['p99_ms'] / floor['p99_ms']:.1f}x, host CPU per chunk "
+                    f"{ours['cpu_us_per_chunk'] / floor['cpu_us_per_chunk']:.2f}x"
+                )
     if failed:
-        print("target missed: at N=1000 every request answered, p99 added latency under 5 ms")
-    return 1 if failed else 0
+        print("failed: a host did not answer every request with a result and its chunks")
+    if failed or missed:
+        print("target missed: agentcore at N=1000 answers every request, p99 under 5 ms")
+    return 1 if failed or missed else 0
 
 
 if __name__ == "__main__":
     if "--server" in sys.argv[1:]:
         raise SystemExit(run_server())
+    if sys.argv[1:2] == ["--relay"]:
+        raise SystemExit(run_relay(sys.argv[2]))
     raise SystemExit(main())

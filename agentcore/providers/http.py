@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import ipaddress
 import json
 import ssl
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -40,12 +42,12 @@ from agentcore.inference import (
     UsageUpdate,
 )
 from agentcore.log import register_secret
+from agentcore.providers.transport import StreamTransport
 from agentcore.settings import ProviderSettings
 
 __all__ = [
     "MID_STREAM",
     "ErrorBody",
-    "ProviderClient",
     "build_client",
     "classify",
     "drain",
@@ -57,9 +59,11 @@ __all__ = [
     "is_event_stream",
     "not_json",
     "open_stream",
+    "open_transport",
     "parse_duration",
     "parse_error_body",
     "post_json",
+    "proxy_mounts",
     "read_usage",
     "replay",
     "resolve_key",
@@ -71,58 +75,15 @@ __all__ = [
 # -- the client -------------------------------------------------------------------------
 
 
-SHARD_CALLS = 50
-"""Concurrent calls one httpx client carries before the next one is opened."""
-
-
-class ProviderClient:
-    """A provider's HTTP connections: pooled httpx clients, filled one after another.
-
-    Why more than one client: httpcore's pool walks every connection it holds on each
-    request's start and end, so a single pool serving a thousand concurrent streams
-    spends most of the host's CPU on that walk. Each client here carries at most
-    `SHARD_CALLS` calls; a call goes to the first client with room, so a quiet host
-    uses one client and reuses its kept-alive connections. With ``[providers.NAME]
-    max_connections`` set, one client enforces that cap instead.
-    """
-
-    def __init__(self, open_client: Callable[[int | None], httpx.AsyncClient], cap: int | None):
-        self._open = open_client
-        self._cap = cap
-        self._clients: list[httpx.AsyncClient] = []
-        self._calls: list[int] = []
-
-    @asynccontextmanager
-    async def lease(self) -> AsyncIterator[httpx.AsyncClient]:
-        """A client for one call, held until the call's response is closed."""
-        room = SHARD_CALLS if self._cap is None else None
-        index = next(
-            (i for i, calls in enumerate(self._calls) if room is None or calls < room), None
-        )
-        if index is None:
-            index = len(self._clients)
-            self._clients.append(self._open(self._cap if self._cap is not None else room))
-            self._calls.append(0)
-        self._calls[index] += 1
-        try:
-            yield self._clients[index]
-        finally:
-            self._calls[index] -= 1
-
-    async def aclose(self) -> None:
-        clients, self._clients, self._calls = self._clients, [], []
-        for client in clients:
-            await client.aclose()
-
-
 def build_client(
     config: ProviderSettings, base_url: str, headers: Mapping[str, str]
-) -> ProviderClient:
-    """The provider's pooled clients, with the settings' connect and read timeouts.
+) -> httpx.AsyncClient:
+    """The provider's one pooled client, with the settings' connect and read timeouts.
 
     The whole-request and progress timeouts are the kernel's, around any provider;
     here we only bound each network step. Extra `[providers.NAME] headers` come last,
     so a deployment can override anything but cannot lose the auth header by accident.
+    Connections are `StreamTransport`'s (its docstring says why not httpcore's).
     """
     timeout = httpx.Timeout(
         connect=config.connect_timeout_s,
@@ -130,24 +91,62 @@ def build_client(
         write=config.read_timeout_s,
         pool=config.connect_timeout_s,
     )
-    merged = {**headers, **config.headers}
+    return httpx.AsyncClient(
+        base_url=base_url.rstrip("/"),
+        headers={**headers, **config.headers},
+        timeout=timeout,
+        verify=_ssl_context(),
+        transport=open_transport(config),
+        mounts=proxy_mounts(),
+        follow_redirects=False,
+    )
 
-    def open_client(max_connections: int | None) -> httpx.AsyncClient:
-        keepalive = config.max_keepalive_connections
-        if max_connections is not None:
-            keepalive = min(keepalive, max_connections)
-        return httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=merged,
-            timeout=timeout,
-            verify=_ssl_context(),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=keepalive
-            ),
-            follow_redirects=False,
-        )
 
-    return ProviderClient(open_client, config.max_connections)
+def open_transport(config: ProviderSettings) -> httpx.AsyncBaseTransport:
+    """The connections under a provider's client, capped as `[providers.NAME]` says."""
+    return StreamTransport(
+        ssl_context=_ssl_context(),
+        max_connections=config.max_connections,
+        max_keepalive_connections=config.max_keepalive_connections,
+    )
+
+
+def proxy_mounts() -> dict[str, httpx.AsyncBaseTransport | None]:
+    """The environment's proxies as httpx mounts, which it drops once a transport is given.
+
+    ``HTTP_PROXY``, ``HTTPS_PROXY`` and ``ALL_PROXY`` route through httpx's own proxy
+    transport; each ``NO_PROXY`` entry maps to None, which is our transport (curl's
+    rules: ``.example.com`` spares the subdomains, ``example.com`` the domain too,
+    ``*`` every host).
+    """
+    found = urllib.request.getproxies()
+    bypass = [host.strip() for host in found.get("no", "").split(",") if host.strip()]
+    if "*" in bypass:
+        return {}
+    mounts: dict[str, httpx.AsyncBaseTransport | None] = {}
+    for scheme in ("http", "https", "all"):
+        proxy = found.get(scheme)
+        if proxy:
+            url = proxy if "://" in proxy else f"http://{proxy}"
+            mounts[f"{scheme}://"] = httpx.AsyncHTTPTransport(proxy=url, verify=_ssl_context())
+    if not mounts:
+        return {}
+    for host in bypass:
+        if "://" in host:
+            mounts[host] = None
+        elif host.lower() == "localhost" or _is_ip(host):
+            mounts[f"all://[{host}]" if ":" in host else f"all://{host}"] = None
+        else:
+            mounts[f"all://*{host}"] = None
+    return mounts
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("/")[0])
+    except ValueError:
+        return False
+    return True
 
 
 @functools.cache
@@ -592,7 +591,12 @@ MID_STREAM = "The provider reported an error mid-stream: "
 
 @asynccontextmanager
 async def open_stream(
-    pool: ProviderClient, path: str, body: Mapping[str, Any], *, provider: str, model: str
+    client: httpx.AsyncClient,
+    path: str,
+    body: Mapping[str, Any],
+    *,
+    provider: str,
+    model: str,
 ) -> AsyncIterator[httpx.Response]:
     """POST and hand over the streaming response once its status is a success.
 
@@ -600,26 +604,29 @@ async def open_stream(
     ends (done, failed, or the consumer left early and the generator was closed),
     the response is closed, so its connection is released, never leaked.
     """
-    async with pool.lease() as client:
-        response = await client.send(client.build_request("POST", path, json=body), stream=True)
-        try:
-            if not 200 <= response.status_code < 300:
-                content = await response.aread()
-                raise error_from_response(
-                    response.status_code, response.headers, content, provider=provider, model=model
-                )
-            yield response
-        finally:
-            await response.aclose()
+    response = await client.send(client.build_request("POST", path, json=body), stream=True)
+    try:
+        if not 200 <= response.status_code < 300:
+            content = await response.aread()
+            raise error_from_response(
+                response.status_code, response.headers, content, provider=provider, model=model
+            )
+        yield response
+    finally:
+        await response.aclose()
 
 
 async def post_json(
-    pool: ProviderClient, path: str, body: Mapping[str, Any], *, provider: str, model: str
+    client: httpx.AsyncClient,
+    path: str,
+    body: Mapping[str, Any],
+    *,
+    provider: str,
+    model: str,
 ) -> Any:
     """POST a whole (non-streamed) call and return the decoded JSON reply, or raise its error."""
     try:
-        async with pool.lease() as client:
-            response = await client.post(path, json=body)
+        response = await client.post(path, json=body)
     except httpx.HTTPError as exc:
         raise error_from_exception(exc, provider=provider, model=model) from exc
     if not 200 <= response.status_code < 300:

@@ -45,6 +45,8 @@ from agentcore.providers import create_provider
 from agentcore.providers.anthropic import AnthropicProvider
 from agentcore.settings import InferenceSettings, ProviderSettings
 
+pytestmark = pytest.mark.usefixtures("httpx_transport")
+
 BASE = "http://anthropic.test"
 URL = f"{BASE}/v1/messages"
 

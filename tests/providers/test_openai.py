@@ -45,6 +45,8 @@ from agentcore.providers import create_provider
 from agentcore.providers.openai import FINISH_ERROR, OpenAIProvider
 from agentcore.settings import InferenceSettings, ProviderSettings
 
+pytestmark = pytest.mark.usefixtures("httpx_transport")
+
 BASE = "http://openai.test/v1"
 URL = f"{BASE}/chat/completions"
 

@@ -114,3 +114,68 @@ async def test_close_stops_a_cooperative_child_without_sigkill() -> None:
 async def test_an_empty_command_is_refused() -> None:
     with pytest.raises(ValueError):
         await StdioTransport.spawn([], name="empty")
+
+
+# -- coalesced writes --------------------------------------------------------
+
+
+def frames(count: int, pad: int = 0) -> list[str]:
+    return [json.dumps({"i": i, "pad": "x" * pad}) for i in range(count)]
+
+
+def wire(sent: list[str]) -> bytes:
+    return "".join(f"{text}\n" for text in sent).encode()
+
+
+async def test_frames_sent_in_one_iteration_reach_the_child_in_one_write(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    transport = await spawn("record", str(record))
+    try:
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "ready"
+        await asyncio.sleep(0.1)  # the child is blocked in read(): a write wakes it at once
+        sent = frames(50)
+        for text in sent:  # no send waits (nothing is over the high-water mark)
+            await transport.send(text)
+        expected = wire(sent)
+        assert len(expected) < 4096  # PIPE_BUF: one write is atomic, so one read takes it
+        read = await asyncio.wait_for(transport.receive(), TIMEOUT)
+        assert read is not None and json.loads(read) == {"read": len(expected)}
+        assert record.read_bytes() == expected  # whole frames, in order
+    finally:
+        await transport.close()
+
+
+@pytest.mark.parametrize(("count", "pad"), [(3, 0), (2000, 100)])
+async def test_close_delivers_every_frame_sent_before_it(
+    tmp_path: Path, count: int, pad: int
+) -> None:
+    # 2000 frames of ~110 bytes pass the high-water mark many times over, so some
+    # sends write at once and wait for drain(); the last ones are still queued.
+    record = tmp_path / "record"
+    transport = await spawn("record", str(record), kill_grace_s=TIMEOUT)
+    assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "ready"
+    sent = frames(count, pad)
+    for text in sent:
+        await transport.send(text)
+    await asyncio.wait_for(transport.close(), TIMEOUT)
+    assert transport.returncode == 0  # it read to EOF (it ignores SIGTERM)
+    assert record.read_bytes() == wire(sent)
+    with pytest.raises(ConnectionResetError):
+        await transport.send("{}")
+
+
+async def test_a_child_that_stops_reading_holds_the_sender_back() -> None:
+    transport = await spawn("stubborn", kill_grace_s=0.2)
+    try:
+        assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "ready"
+        frame = frames(1, pad=1000)[0]
+        sent = 0
+        while sent < 1000:  # 1 MB, far more than the pipe and the transport's buffer hold
+            try:
+                await asyncio.wait_for(transport.send(frame), 0.5)
+            except TimeoutError:
+                break
+            sent += 1
+        assert sent < 1000
+    finally:
+        await asyncio.wait_for(transport.close(), TIMEOUT)

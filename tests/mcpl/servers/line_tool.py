@@ -8,6 +8,8 @@ argv[1] picks what it does:
 - ``tail``: print ``{"no":"newline"}`` with no newline and exit
 - ``latin1``: print a line that is not UTF-8, then ``{"ok":1}``, then exit
 - ``stubborn``: ignore SIGTERM, print ``ready``, then sleep until killed
+- ``record PATH``: ignore SIGTERM, print ``ready``; then for each read of stdin, append
+  the bytes to PATH and print ``{"read":N}``, N the bytes that read returned; exit at EOF
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ def main() -> None:
         out.flush()
         while True:
             time.sleep(60)
+    elif mode == "record":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # it stops at EOF, after recording
+        out.write(b"ready\n")
+        out.flush()
+        with open(sys.argv[2], "ab", buffering=0) as record:
+            while data := os.read(0, 1 << 20):
+                record.write(data)
+                out.write(b'{"read":%d}\n' % len(data))
+                out.flush()
 
 
 if __name__ == "__main__":

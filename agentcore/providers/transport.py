@@ -173,9 +173,13 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
-def _closed_message(error: BaseException | None) -> str:
-    reason = f": {error}" if error else ""
+def _closed_message(error: BaseException | None, detail: str = "") -> str:
+    reason = f" ({detail})" if detail else f" ({error})" if error else ""
     return f"peer closed connection without sending complete message body{reason}"
+
+
+def _cut(detail: str) -> httpx.RemoteProtocolError:
+    return httpx.RemoteProtocolError(_closed_message(None, detail))
 
 
 class StreamTransport(httpx.AsyncBaseTransport):
@@ -349,9 +353,11 @@ async def _read_head(
             break
         if len(connection.buffer) > MAX_HEAD_BYTES:
             raise httpx.RemoteProtocolError("the response's headers are too long")
-        if connection.eof and not connection.buffer:
-            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
-        await connection.more(timeout)
+        try:
+            await connection.more(timeout)
+        except httpx.RemoteProtocolError:
+            part = "in the middle of the headers" if connection.buffer else "without a response"
+            raise httpx.RemoteProtocolError(f"Server disconnected {part}") from None
     lines = bytes(connection.buffer[:end]).split(b"\r\n")
     connection.consumed(end + 4)
     version, _, rest = lines[0].partition(b" ")
@@ -415,12 +421,16 @@ class _Body(httpx.AsyncByteStream):
         if self._keep:
             self._finish(keep=True)  # free for the next call before the caller closes
 
-    async def _sized(self, left: int) -> AsyncIterator[bytes]:
+    async def _sized(self, length: int) -> AsyncIterator[bytes]:
         connection = self._connection
         buffer = connection.buffer
+        left = length
         while left:
             if not buffer:
-                await connection.more(self._timeout)
+                try:
+                    await connection.more(self._timeout)
+                except httpx.RemoteProtocolError:
+                    raise _cut(f"received {length - left} bytes, expected {length}") from None
             take = min(left, len(buffer))
             data = bytes(buffer[:take])
             connection.consumed(take)
@@ -496,7 +506,10 @@ class _Body(httpx.AsyncByteStream):
             if out:
                 yield out[0] if len(out) == 1 else b"".join(out)
             if len(buffer) == unparsed:  # nothing new came while the reader had the data
-                await connection.more(self._timeout)
+                try:
+                    await connection.more(self._timeout)
+                except httpx.RemoteProtocolError:
+                    raise _cut("incomplete chunked read") from None
 
     def _finish(self, keep: bool) -> None:
         """Hand the connection back, once: to the idle pool, or closed."""

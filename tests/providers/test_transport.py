@@ -167,10 +167,16 @@ async def test_a_close_mid_body_is_a_remote_protocol_error(transport: StreamTran
         writer.write(bodies[server.connections - 1])
         await writer.drain()
 
+    cut = "peer closed connection without sending complete message body"
     async with RawServer(handler) as server, client(transport, server.url) as c:
-        for _ in bodies:
-            with pytest.raises(httpx.RemoteProtocolError):
-                await c.get("/")
+        with pytest.raises(httpx.RemoteProtocolError, match=rf"{cut} \(incomplete chunked"):
+            await c.get("/")
+        with pytest.raises(httpx.RemoteProtocolError, match=r"received 3 bytes, expected 10\)$"):
+            await c.get("/")
+        with pytest.raises(
+            httpx.RemoteProtocolError, match="Server disconnected in the middle of the headers"
+        ):
+            await c.get("/")
     assert server.connections == 3
 
 

@@ -405,7 +405,8 @@ async def test_an_http_proxy_from_the_environment_still_applies(
         monkeypatch.setenv("HTTP_PROXY", server.url)
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
-        async with build_client(ProviderSettings(kind="anthropic"), "http://x.invalid", {}) as c:
+        provider = build_client(ProviderSettings(kind="anthropic"), "http://x.invalid", {})
+        async with provider.client as c:
             assert (await c.get("http://provider.invalid/v1")).text == "via proxy"
     assert server.requests[0].startswith(b"GET http://provider.invalid/v1 HTTP/1.1")
 
@@ -422,9 +423,67 @@ async def test_no_proxy_hosts_use_our_transport(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("NO_PROXY", "example.com,127.0.0.1")
     async with RawServer(direct) as server:
-        c = build_client(ProviderSettings(kind="anthropic"), server.url, {})
-        async with c:
+        provider = build_client(ProviderSettings(kind="anthropic"), server.url, {})
+        async with provider.client as c:
             assert (await c.get("/")).text == "direct"
             with pytest.raises(httpx.ConnectError):  # proxied, to a dead proxy
                 await c.get("http://provider.invalid/")
     assert len(server.requests) == 1
+
+
+async def test_a_provider_post_sends_the_clients_headers_and_json() -> None:
+    from agentcore.providers.http import build_client
+    from agentcore.settings import ProviderSettings
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            await server.read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+
+    config = ProviderSettings(kind="anthropic", headers={"x-extra": "1"})
+    async with RawServer(handler) as server:
+        url = server.url
+        provider = build_client(config, url + "/p/lb/", {"x-api-key": "k"})
+        try:
+            whole = await provider.post("/v1/messages", {"text": "é"}, stream=False)
+            streamed = await provider.post("v1/messages", {"n": 2}, stream=True)
+            assert await streamed.aread() == b"{}"
+            await streamed.aclose()
+        finally:
+            await provider.aclose()
+    assert whole.json() == {}
+    assert whole.request.url == httpx.URL(url + "/p/lb/v1/messages")
+    first, second = server.requests
+    head, _, body = first.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    assert lines[0] == b"post /p/lb/v1/messages http/1.1"
+    for header in (b"x-api-key: k", b"x-extra: 1", b"content-type: application/json"):
+        assert header in lines
+    assert f"content-length: {len(body)}".encode() in lines
+    assert body == '{"text":"é"}'.encode()
+    assert second.startswith(b"POST /p/lb/v1/messages HTTP/1.1\r\n")
+    assert server.connections == 1
+
+
+async def test_a_provider_post_goes_through_the_environments_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentcore.providers.http import build_client
+    from agentcore.settings import ProviderSettings
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+
+    async with RawServer(proxy) as server:
+        monkeypatch.setenv("HTTP_PROXY", server.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        provider = build_client(ProviderSettings(kind="anthropic"), "http://api.invalid", {})
+        try:
+            assert (await provider.post("/v1/messages", {}, stream=False)).json() == {}
+        finally:
+            await provider.aclose()
+    assert server.requests[0].startswith(b"POST http://api.invalid/v1/messages HTTP/1.1")

@@ -1,13 +1,15 @@
-"""The HTTP client's share of a streamed chunk, at many concurrent streams: httpx vs aiohttp.
+"""The HTTP client's share of a streamed chunk, at many concurrent streams: httpx (on
+httpcore, and on agentcore's `StreamTransport`) vs aiohttp.
 
 `bench/mcpl_router.py` finds the host's CPU per chunk at 1000 concurrent streams
 dominated by the HTTP client stack. This isolates that stack: N concurrent SSE
 streams from the loopback provider (`agentcore.testing`, on its own thread), each
 `--chunks` text chunks `--interval` seconds apart, read on this thread by
-(a) one pooled `httpx.AsyncClient` (what the adapters use, `aiter_bytes`), and
-(b) one `aiohttp.ClientSession` (`iter_any`), in the same run. It prints the CPU
-time of the reading thread per chunk and the ratio (b)/(a). Only the bytes are read:
-no SSE decoding, no kernel, so the difference is the clients' own.
+(a) one pooled `httpx.AsyncClient` on its default transport (httpcore, `aiter_bytes`),
+(b) one `aiohttp.ClientSession` (`iter_any`), and (c) one `httpx.AsyncClient` on
+`agentcore.providers.transport.StreamTransport` (what the adapters use), in the same
+run. It prints the CPU time of the reading thread per chunk and the ratios to (a).
+Only the bytes are read: no SSE decoding, no kernel, so the difference is the clients'.
 
     .venv/bin/python bench/http_clients.py [--streams 1000] [--chunks 20] [--interval 0.1]
 """
@@ -22,6 +24,7 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 import httpx
 
+from agentcore.providers.transport import StreamTransport
 from agentcore.testing import LoopbackServer, Scenario
 
 BODY = {
@@ -36,6 +39,19 @@ HEADERS = {"x-api-key": "bench", "anthropic-version": "2023-06-01"}
 async def with_httpx(url: str, streams: int) -> int:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+
+        async def one() -> int:
+            got = 0
+            async with client.stream("POST", url, json=BODY, headers=HEADERS) as response:
+                async for chunk in response.aiter_bytes():
+                    got += len(chunk)
+            return got
+
+        return sum(await asyncio.gather(*(one() for _ in range(streams))))
+
+
+async def with_stream_transport(url: str, streams: int) -> int:
+    async with httpx.AsyncClient(transport=StreamTransport(), timeout=60) as client:
 
         async def one() -> int:
             got = 0
@@ -81,21 +97,26 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.1)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    clients = {
+        "(a) httpx, httpcore": with_httpx,
+        "(b) aiohttp": with_aiohttp,
+        "(c) httpx, StreamTransport": with_stream_transport,
+    }
     server = LoopbackServer().start_in_thread()
     try:
-        best = {"httpx": float("inf"), "aiohttp": float("inf")}
+        best = dict.fromkeys(clients, float("inf"))
         for _ in range(args.rounds):  # interleaved, best of each: the machine is shared
-            best["httpx"] = min(best["httpx"], measure(server, with_httpx, args))
-            best["aiohttp"] = min(best["aiohttp"], measure(server, with_aiohttp, args))
+            for name, read in clients.items():
+                best[name] = min(best[name], measure(server, read, args))
     finally:
         server.stop_in_thread()
     print(
         f"{args.streams} concurrent streams, {args.chunks} chunks each, {args.interval} s apart; "
         f"CPU of the reading thread per chunk, best of {args.rounds}"
     )
-    print(f"  (a) httpx    {best['httpx'] * 1e6:8.1f} µs   1.00x")
-    ratio = best["aiohttp"] / best["httpx"]
-    print(f"  (b) aiohttp  {best['aiohttp'] * 1e6:8.1f} µs   {ratio:.2f}x")
+    peer = best["(a) httpx, httpcore"]
+    for name, spent in best.items():
+        print(f"  {name:<28} {spent * 1e6:8.1f} µs   {spent / peer:.2f}x")
 
 
 if __name__ == "__main__":

@@ -196,6 +196,8 @@ class StreamTransport(httpx.AsyncBaseTransport):
         max_connections: int | None = None,
         max_keepalive_connections: int = 20,
     ) -> None:
+        if ssl_context is not None:
+            ssl_context.set_alpn_protocols(["http/1.1"])  # the only protocol spoken here
         self._ssl = ssl_context
         self._idle: dict[_Origin, collections.deque[_Connection]] = {}
         self._active: set[_Connection] = set()
@@ -251,7 +253,10 @@ class StreamTransport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         tls: dict[str, Any] = {}
         if scheme == "https":
-            tls = {"ssl": self._ssl or ssl.create_default_context(), "server_hostname": host}
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+                self._ssl.set_alpn_protocols(["http/1.1"])
+            tls = {"ssl": self._ssl, "server_hostname": host}
         try:
             _, protocol = await asyncio.wait_for(
                 loop.create_connection(lambda: _Connection(loop, origin), host, port, **tls),
@@ -312,11 +317,14 @@ class StreamTransport(httpx.AsyncBaseTransport):
         self, connection: _Connection, request: httpx.Request, timeout: float | None
     ) -> httpx.Response:
         while True:
-            status, reason, headers = await _read_head(connection, timeout)
+            status, reason, headers, version = await _read_head(connection, timeout)
             if not 100 <= status < 200:
                 break  # 1xx answers are interim: the real one follows
         names = {name.lower(): value for name, value in headers}
-        keep = b"close" not in names.get(b"connection", b"").lower()
+        # HTTP/1.0 closes after each response unless it says otherwise.
+        persistent = b"keep-alive" if version == b"HTTP/1.0" else None
+        said = names.get(b"connection", b"").lower()
+        keep = persistent in said if persistent else b"close" not in said
         length: int | None = None
         if request.method == "HEAD" or status in (204, 304):
             length = 0
@@ -345,7 +353,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
 
 async def _read_head(
     connection: _Connection, timeout: float | None
-) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes]:
     """The status line and headers of one response, consumed from the buffer."""
     while True:
         end = connection.buffer.find(b"\r\n\r\n")
@@ -370,7 +378,7 @@ async def _read_head(
         if not colon or not name or name != name.strip():
             raise httpx.RemoteProtocolError(f"malformed response header: {line[:100]!r}")
         headers.append((name, value.strip()))
-    return int(code), reason, headers
+    return int(code), reason, headers, version
 
 
 def _trailers_end(buffer: bytearray, start: int) -> int:

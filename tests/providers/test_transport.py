@@ -155,6 +155,31 @@ async def test_body_to_close_and_connection_close_are_not_reused(
     assert server.connections == 2
 
 
+async def test_http_1_0_keeps_a_connection_only_when_it_says_keep_alive(
+    transport: StreamTransport,
+) -> None:
+    replies = [
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",  # then closes, or may
+        b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+    ]
+    served = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        while served < len(replies):
+            await server.read_request(reader)
+            writer.write(replies[served])
+            served += 1
+            await writer.drain()
+        await reader.read()
+
+    async with RawServer(handler) as server, client(transport, server.url) as c:
+        for _ in replies:
+            assert (await c.get("/")).content == b"ok"
+    assert server.connections == 2  # a new one after the first; the third rode the second
+
+
 async def test_a_close_mid_body_is_a_remote_protocol_error(transport: StreamTransport) -> None:
     bodies = [
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
@@ -373,7 +398,11 @@ async def test_https_with_a_verified_certificate() -> None:
     client_context = ssl.create_default_context()
     ca.configure_trust(client_context)
 
+    server_context.set_alpn_protocols(["h2", "http/1.1"])  # h2 offered: we must not take it
+    alpn: list[str | None] = []
+
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        alpn.append(writer.get_extra_info("ssl_object").selected_alpn_protocol())
         await server.read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
         await writer.drain()
@@ -386,6 +415,7 @@ async def test_https_with_a_verified_certificate() -> None:
         async with client(untrusting, server.url) as c:
             with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await c.get("/")
+    assert alpn == ["http/1.1"]
 
 
 async def test_an_http_proxy_from_the_environment_still_applies(

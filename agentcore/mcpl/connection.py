@@ -277,13 +277,23 @@ class ServerConnection:
     async def start(self) -> None:
         """Open the first session and run the handshake. Raises McplStartError.
 
-        A failed first session is not retried (the host reports it); `reconnect`
-        applies to sessions lost after that.
+        With `reconnect`, a failed first session is retried on the same schedule as a
+        lost one, so a host may start before its servers; only when the schedule runs
+        out does this raise. Without it the first failure is final (the host reports it).
         """
         if self.sessions or self._closing:
             raise RuntimeError(f"mcpl server {self._name}: start() may be called once")
         try:
-            await self._open_session()
+            try:
+                await self._open_session()
+            except McplStartError as exc:
+                if self._reconnect is None:
+                    raise
+                self._log.warning(
+                    "mcpl server {}: first session failed ({}); retrying", self._name, exc
+                )
+                if not await self._reopen(self._reconnect):
+                    raise
         except BaseException:
             self._closing = True
             self.closed.set()

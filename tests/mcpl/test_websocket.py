@@ -82,12 +82,12 @@ class WsServer:
         await session.done.wait()
         return ws
 
-    async def start(self) -> None:
+    async def start(self, port: int = 0) -> None:
         app = web.Application()
         app.router.add_get("/mcpl", self._handle)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, reuse_address=True)
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"ws://{host}:{port}/mcpl"
@@ -195,6 +195,49 @@ async def test_reconnect_runs_a_new_handshake(server: WsServer) -> None:
     assert not conn.closed.is_set()
     await conn.close()
     assert conn.closed.is_set()
+
+
+async def test_with_reconnect_a_server_not_up_yet_is_retried_until_it_is() -> None:
+    srv = WsServer()
+    await srv.start()
+    url = srv.url
+    await srv.stop()  # nothing listens on the port for now
+    conn = connection(url, reconnect=ReconnectPolicy(initial_delay_s=0.05, max_attempts=20))
+    starting = asyncio.create_task(conn.start())
+    await asyncio.sleep(0.2)
+    assert not starting.done()  # still retrying, not failed
+    late = WsServer()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    await late.start(port)
+    try:
+        session = await late.next_session()
+        await session.handshake()
+        await asyncio.wait_for(starting, TIMEOUT)
+        assert conn.ready and conn.sessions == 1
+        await conn.close()
+    finally:
+        await late.stop()
+
+
+async def test_with_reconnect_the_first_session_fails_once_the_schedule_runs_out() -> None:
+    srv = WsServer()
+    await srv.start()
+    url = srv.url
+    await srv.stop()
+    conn = connection(url, reconnect=ReconnectPolicy(initial_delay_s=0.01, max_attempts=2))
+    with pytest.raises(McplStartError):
+        await asyncio.wait_for(conn.start(), TIMEOUT)
+    assert conn.closed.is_set()
+
+
+async def test_without_reconnect_a_server_not_up_fails_the_start_at_once() -> None:
+    srv = WsServer()
+    await srv.start()
+    url = srv.url
+    await srv.stop()
+    conn = connection(url)
+    with pytest.raises(McplStartError):
+        await asyncio.wait_for(conn.start(), 1.0)
 
 
 async def test_without_reconnect_a_closed_socket_closes_the_connection(server: WsServer) -> None:

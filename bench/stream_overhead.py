@@ -8,9 +8,11 @@ by the loopback server (`agentcore.testing`, on its own thread) and consumed by
   (c) the official `openai` SDK, `chat.completions.create(stream=True)`,
   (d) LiteLLM's `acompletion(stream=True)`,
 
-in one run. CPU is `time.thread_time()` of the consuming thread, so the server's
-own work is not counted. Start-up is taken out by running two sizes and dividing
-the difference in CPU by the difference in chunks; each size is run a few times,
+in one run; (a) reads through httpx's default transport (httpcore), (b) through the
+adapters' `StreamTransport` under httpx. CPU is `time.thread_time()` of the consuming
+thread, so the server's own work is not counted. Start-up is taken out by running two
+sizes and dividing the difference in CPU by the difference in chunks; each size is run
+a few times,
 in rounds that interleave the peers, and the fastest run kept. Prints CPU µs per
 chunk, CPU seconds per 10,000 chunks and each ratio to (a). Targets: (b) at most
 1.2x (a), and below (c) and (d).

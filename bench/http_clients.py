@@ -36,31 +36,26 @@ BODY = {
 HEADERS = {"x-api-key": "bench", "anthropic-version": "2023-06-01"}
 
 
+async def read_with_httpx(client: httpx.AsyncClient, url: str, streams: int) -> int:
+    async def one() -> int:
+        got = 0
+        async with client.stream("POST", url, json=BODY, headers=HEADERS) as response:
+            async for chunk in response.aiter_bytes():
+                got += len(chunk)
+        return got
+
+    async with client:
+        return sum(await asyncio.gather(*(one() for _ in range(streams))))
+
+
 async def with_httpx(url: str, streams: int) -> int:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
-
-        async def one() -> int:
-            got = 0
-            async with client.stream("POST", url, json=BODY, headers=HEADERS) as response:
-                async for chunk in response.aiter_bytes():
-                    got += len(chunk)
-            return got
-
-        return sum(await asyncio.gather(*(one() for _ in range(streams))))
+    return await read_with_httpx(httpx.AsyncClient(limits=limits, timeout=60), url, streams)
 
 
 async def with_stream_transport(url: str, streams: int) -> int:
-    async with httpx.AsyncClient(transport=StreamTransport(), timeout=60) as client:
-
-        async def one() -> int:
-            got = 0
-            async with client.stream("POST", url, json=BODY, headers=HEADERS) as response:
-                async for chunk in response.aiter_bytes():
-                    got += len(chunk)
-            return got
-
-        return sum(await asyncio.gather(*(one() for _ in range(streams))))
+    client = httpx.AsyncClient(transport=StreamTransport(), timeout=60)
+    return await read_with_httpx(client, url, streams)
 
 
 async def with_aiohttp(url: str, streams: int) -> int:

@@ -45,6 +45,7 @@ from agentcore.inference import (
 from agentcore.providers.base import normalize_stop
 from agentcore.providers.http import (
     MID_STREAM,
+    body_chunks,
     build_client,
     drain,
     ended_early,
@@ -264,7 +265,7 @@ class AnthropicProvider:
                     for event in replay(self._whole(data, model)):
                         yield event
                     return
-                chunks = response.aiter_bytes()
+                chunks = body_chunks(response)
                 while True:
                     chunk = await anext(chunks, None)
                     events = (

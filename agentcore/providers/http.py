@@ -49,6 +49,7 @@ __all__ = [
     "MID_STREAM",
     "ErrorBody",
     "ProviderClient",
+    "body_chunks",
     "build_client",
     "classify",
     "drain",
@@ -705,6 +706,19 @@ async def drain(chunks: AsyncIterator[bytes]) -> None:
     the end gives the connection back to the pool."""
     async for _ in chunks:
         pass
+
+
+def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """A streamed body's bytes as they arrive.
+
+    Straight off the transport's stream when there is nothing to decode: httpx's
+    `aiter_bytes` adds two generator steps and a context manager per chunk, a tenth
+    of a chunk's CPU at 1000 streams. A compressed body still goes through httpx.
+    """
+    stream = response.stream
+    if "content-encoding" in response.headers or not isinstance(stream, httpx.AsyncByteStream):
+        return response.aiter_bytes()
+    return aiter(stream)
 
 
 def is_event_stream(response: httpx.Response) -> bool:

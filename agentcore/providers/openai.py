@@ -53,6 +53,7 @@ from agentcore.inference import (
 from agentcore.providers.base import normalize_stop
 from agentcore.providers.http import (
     MID_STREAM,
+    body_chunks,
     build_client,
     drain,
     ended_early,
@@ -354,7 +355,7 @@ class OpenAIProvider:
                     for event in replay(self._whole(request, whole, model)):
                         yield event
                     return
-                chunks = response.aiter_bytes()
+                chunks = body_chunks(response)
                 chunk: bytes | None = b""
                 while not done:
                     chunk = await anext(chunks, None)

@@ -517,3 +517,28 @@ async def test_a_provider_post_goes_through_the_environments_proxy(
         finally:
             await provider.aclose()
     assert server.requests[0].startswith(b"POST http://api.invalid/v1/messages HTTP/1.1")
+
+
+async def test_body_chunks_decode_a_compressed_stream_and_pass_a_plain_one(
+    transport: StreamTransport,
+) -> None:
+    from agentcore.providers.http import body_chunks
+
+    event = b"event: ping\ndata: {}\n\n"
+    packed = gzip.compress(event)
+    replies = [
+        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(event), event),
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%b"
+        % (len(packed), packed),
+    ]
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for reply in replies:
+            await server.read_request(reader)
+            writer.write(reply)
+            await writer.drain()
+
+    async with RawServer(handler) as server, client(transport, server.url) as c:
+        for _ in replies:
+            async with c.stream("GET", "/") as response:
+                assert b"".join([part async for part in body_chunks(response)]) == event

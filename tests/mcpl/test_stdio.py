@@ -179,3 +179,20 @@ async def test_a_child_that_stops_reading_holds_the_sender_back() -> None:
         assert sent < 1000
     finally:
         await asyncio.wait_for(transport.close(), TIMEOUT)
+
+
+def test_the_stdio_transport_runs_on_uvloop() -> None:
+    """Hosts embed the kernel in uvloop apps (uvicorn): coalesced writes and reads there."""
+    import uvloop
+
+    async def main() -> list[str | None]:
+        transport = await spawn("env")
+        try:
+            await asyncio.wait_for(transport.receive(), TIMEOUT)  # the env line
+            for n in range(50):  # one loop iteration: one write
+                await transport.send(json.dumps({"n": n}))
+            return [await asyncio.wait_for(transport.receive(), TIMEOUT) for _ in range(50)]
+        finally:
+            await transport.close()
+
+    assert uvloop.run(main()) == [json.dumps({"n": n}) for n in range(50)]

@@ -542,3 +542,20 @@ async def test_body_chunks_decode_a_compressed_stream_and_pass_a_plain_one(
         for _ in replies:
             async with c.stream("GET", "/") as response:
                 assert b"".join([part async for part in body_chunks(response)]) == event
+
+
+def test_the_transport_runs_on_uvloop() -> None:
+    """Hosts embed the kernel in uvloop apps (uvicorn): its transports are not asyncio's."""
+    import uvloop
+
+    async def main() -> bytes:
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await server.read_request(reader)
+            await write_slowly(writer, CHUNKED, step=7)
+
+        async with RawServer(handler) as server:
+            c = client(StreamTransport(), server.url)
+            async with c, c.stream("GET", "/") as response:
+                return b"".join([part async for part in response.aiter_raw()])
+
+    assert uvloop.run(main()) == b"hello, world"

@@ -17,6 +17,7 @@ vocabulary knows which leaves exist beneath, say, ``beforeInference``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,8 +65,17 @@ def matches(pattern: str, capability: str) -> bool:
     """True when `pattern` covers `capability` under §5.4.
 
     `*` in the pattern matches exactly one segment; the capability itself is
-    concrete, so a `*` in it is never granted.
+    concrete, so a `*` in it is never granted. Anything but two strings (a
+    server's manifest can hold anything) matches nothing.
     """
+    if not isinstance(pattern, str) or not isinstance(capability, str):
+        return False
+    return _matches(pattern, capability)
+
+
+@functools.lru_cache(maxsize=4096)
+def _matches(pattern: str, capability: str) -> bool:
+    """`matches`, cached: every inbound request asks the same few questions of its grant."""
     want = _segments(pattern)
     have = _segments(capability)
     if want is None or have is None or len(want) != len(have):

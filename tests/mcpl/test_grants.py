@@ -241,3 +241,10 @@ def test_configured_disabled_sets_stay_off_with_wildcards() -> None:
 def test_feature_sets_not_an_object_declares_nothing() -> None:
     assert derive_feature_sets(True, {"inferenceRequest"}) == {}
     assert derive_feature_sets(None, {"inferenceRequest"}) == {}
+
+
+def test_entries_that_are_not_strings_grant_nothing_and_raise_nothing() -> None:
+    hostile: list[object] = [["inferenceRequest"], {"inferenceRequest": True}, None, 7]
+    assert not is_granted(hostile, "inferenceRequest")  # type: ignore[arg-type]
+    assert is_granted([*hostile, "inferenceRequest"], "inferenceRequest")  # type: ignore[arg-type]
+    assert not matches("inferenceRequest", ["inferenceRequest"])  # type: ignore[arg-type]

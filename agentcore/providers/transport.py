@@ -381,6 +381,11 @@ async def _read_head(
     return int(code), reason, headers, version
 
 
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield  # pragma: no cover  (makes this an async generator)
+
+
 def _trailers_end(buffer: bytearray, start: int) -> int:
     """Where the trailer section that begins at `start` ends (after its blank line), or -1
     while it is incomplete. Trailer fields are skipped: the adapters read none."""
@@ -414,20 +419,21 @@ class _Body(httpx.AsyncByteStream):
         self._complete = length == 0
         self._released = False
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        # The reader itself, not a generator around it: one step per chunk, not two.
         if self._complete:
-            return
+            return _nothing()
         if self._length is None:
-            read = self._chunked()
-        elif self._length > 0:
-            read = self._sized(self._length)
-        else:
-            read = self._to_close()
-        async for data in read:
-            yield data
+            return self._chunked()
+        if self._length > 0:
+            return self._sized(self._length)
+        return self._to_close()
+
+    def _done(self) -> None:
+        """The body was read to its end: free the connection before the caller closes."""
         self._complete = True
         if self._keep:
-            self._finish(keep=True)  # free for the next call before the caller closes
+            self._finish(keep=True)
 
     async def _sized(self, length: int) -> AsyncIterator[bytes]:
         connection = self._connection
@@ -443,6 +449,8 @@ class _Body(httpx.AsyncByteStream):
             data = bytes(buffer[:take])
             connection.consumed(take)
             left -= take
+            if not left:
+                self._done()
             yield data
 
     async def _to_close(self) -> AsyncIterator[bytes]:
@@ -451,11 +459,13 @@ class _Body(httpx.AsyncByteStream):
         while True:
             if not buffer:
                 if connection.eof:
+                    self._done()
                     return
                 try:
                     await connection.more(self._timeout)
                 except httpx.RemoteProtocolError:
-                    return  # the close is this body's end
+                    self._done()  # the close is this body's end
+                    return
             data = bytes(buffer)
             connection.consumed(len(data))
             yield data
@@ -503,6 +513,7 @@ class _Body(httpx.AsyncByteStream):
                     if done < 0:
                         break  # the last chunk's trailers have not all arrived
                     connection.consumed(done)
+                    self._done()
                     if out:
                         yield b"".join(out)
                     return

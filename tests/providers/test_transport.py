@@ -351,7 +351,7 @@ async def test_a_large_body_read_slowly_stays_within_the_high_water_mark() -> No
             async for part in response.aiter_raw():
                 got += len(part)
                 await asyncio.sleep(0.001)  # a slow reader
-                buffered = max(buffered, *(len(k.buffer) for k in transport._active))
+                buffered = max([buffered, *(len(k.buffer) for k in transport._active)])
     assert got == size
     # Paused at the mark: at most one more socket read (256 KiB in asyncio) lands on top.
     assert buffered <= READ_HIGH_WATER + 256 * 1024 < size

@@ -80,16 +80,14 @@ class _Connection(asyncio.Protocol):
         self.eof = True
         self.error = exc
         self._wake()
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
+        _settle(self._drained)
 
     def pause_writing(self) -> None:
         self._paused_writing = True
 
     def resume_writing(self) -> None:
         self._paused_writing = False
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
+        _settle(self._drained)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -116,7 +114,7 @@ class _Connection(asyncio.Protocol):
         """Wait for bytes beyond those buffered; `httpx.ReadTimeout` after `timeout` of
         silence, `httpx.RemoteProtocolError` if the peer closed first."""
         if self.eof:
-            raise httpx.RemoteProtocolError(_closed_message(self.error))
+            raise _cut(self.error)
         waiter = self.loop.create_future()
         self._waiter = waiter
         if timeout is not None:
@@ -129,12 +127,10 @@ class _Connection(asyncio.Protocol):
         finally:
             self._waiter = None
         if not self.buffer and self.eof:
-            raise httpx.RemoteProtocolError(_closed_message(self.error))
+            raise _cut(self.error)
 
     def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        _settle(self._waiter)
 
     def _check_timeout(self) -> None:
         self._timer = None
@@ -173,13 +169,18 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
-def _closed_message(error: BaseException | None, detail: str = "") -> str:
-    reason = f" ({detail})" if detail else f" ({error})" if error else ""
-    return f"peer closed connection without sending complete message body{reason}"
+def _settle(future: asyncio.Future[None] | None) -> None:
+    """Wake whoever waits on `future`, if anyone still does."""
+    if future is not None and not future.done():
+        future.set_result(None)
 
 
-def _cut(detail: str) -> httpx.RemoteProtocolError:
-    return httpx.RemoteProtocolError(_closed_message(None, detail))
+def _cut(reason: object = None) -> httpx.RemoteProtocolError:
+    """The peer closed before the body was whole; `reason` says what was missing."""
+    said = f" ({reason})" if reason else ""
+    return httpx.RemoteProtocolError(
+        f"peer closed connection without sending complete message body{said}"
+    )
 
 
 class StreamTransport(httpx.AsyncBaseTransport):
@@ -226,7 +227,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
             return await self._receive(connection, request, timeouts.get("read"))
         except BaseException:
             if connection is not None:
-                self._discard(connection)
+                self._release(connection, keep=False)
             elif self._slots is not None:
                 self._slots.release()
             raise
@@ -271,20 +272,17 @@ class StreamTransport(httpx.AsyncBaseTransport):
         return protocol
 
     def _release(self, connection: _Connection, keep: bool) -> None:
-        """A response ended: keep its connection for the next call if it can carry one."""
-        if connection not in self._active:
-            return
-        self._active.discard(connection)
-        if self._slots is not None:
-            self._slots.release()
-        idle = self._idle.setdefault(connection.origin, collections.deque())
-        if keep and not self._closed and connection.reusable and len(idle) < self._max_keepalive:
-            idle.append(connection)
-        else:
-            connection.close()
-
-    def _discard(self, connection: _Connection) -> None:
-        self._release(connection, keep=False)
+        """A call is done with its connection: keep it for the next call if asked and it
+        can carry one, else close it. Its slot under `max_connections` is freed once."""
+        if connection in self._active:
+            self._active.discard(connection)
+            if self._slots is not None:
+                self._slots.release()
+            idle = self._idle.setdefault(connection.origin, collections.deque())
+            room = len(idle) < self._max_keepalive
+            if keep and room and not self._closed and connection.reusable:
+                idle.append(connection)
+                return
         connection.close()
 
     # -- one exchange ----------------------------------------------------------------
@@ -306,10 +304,10 @@ class StreamTransport(httpx.AsyncBaseTransport):
         await connection.write(b"".join(head), timeout)
         assert isinstance(body, httpx.AsyncByteStream)
         async for part in body:
-            if chunked and part:
-                part = b"%x\r\n%b\r\n" % (len(part), part)
             if part:
-                await connection.write(part, timeout)
+                await connection.write(
+                    b"%x\r\n%b\r\n" % (len(part), part) if chunked else part, timeout
+                )
         if chunked:
             await connection.write(b"0\r\n\r\n", timeout)
 
@@ -535,10 +533,7 @@ class _Body(httpx.AsyncByteStream):
         if self._released:
             return
         self._released = True
-        if keep:
-            self._pool._release(self._connection, keep=True)
-        else:
-            self._pool._discard(self._connection)
+        self._pool._release(self._connection, keep)
 
     async def aclose(self) -> None:
         self._finish(self._complete and self._keep)

@@ -57,7 +57,7 @@ from agentcore.providers.http import (
     open_stream,
     post_json,
     read_usage,
-    replay,
+    replay_body,
     resolve_key,
     unreadable,
 )
@@ -254,15 +254,9 @@ class AnthropicProvider:
             ) as response:
                 if not is_event_stream(response):
                     # A JSON body where a stream was asked for: an error, or a whole reply.
-                    raw = await response.aread()
-                    try:
-                        data = json.loads(raw)
-                    except ValueError:
-                        yield Failed(
-                            not_json(raw.decode(errors="replace"), provider=name, model=model)
-                        )
-                        return
-                    for event in replay(self._whole(data, model)):
+                    for event in await replay_body(
+                        response, lambda data: self._whole(data, model), provider=name, model=model
+                    ):
                         yield event
                     return
                 chunks = body_chunks(response)

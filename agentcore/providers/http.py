@@ -32,6 +32,7 @@ from agentcore.inference import (
     BlockStop,
     Complete,
     ErrorKind,
+    Failed,
     InferenceError,
     Response,
     StreamEvent,
@@ -68,6 +69,7 @@ __all__ = [
     "proxy_mounts",
     "read_usage",
     "replay",
+    "replay_body",
     "resolve_key",
     "retry_after_from_body",
     "retry_after_from_headers",
@@ -786,6 +788,19 @@ def read_usage(data: Any, into: Usage, fields: Mapping[str, str]) -> Usage:
             if isinstance(value, int):
                 setattr(into, attribute, value)
     return into
+
+
+async def replay_body(
+    response: httpx.Response, whole: Callable[[Any], Response], *, provider: str, model: str
+) -> list[StreamEvent]:
+    """The events of a JSON body that came where a stream was asked for: `whole` reads
+    it as a reply (or raises the error object it holds); a body that is not JSON fails."""
+    raw = await response.aread()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return [Failed(not_json(raw.decode(errors="replace"), provider=provider, model=model))]
+    return replay(whole(data))
 
 
 def replay(response: Response) -> list[StreamEvent]:

@@ -65,7 +65,7 @@ from agentcore.providers.http import (
     open_stream,
     post_json,
     read_usage,
-    replay,
+    replay_body,
     resolve_key,
     unreadable,
 )
@@ -344,15 +344,12 @@ class OpenAIProvider:
             ) as response:
                 if not is_event_stream(response):
                     # A JSON body where a stream was asked for: an error object, or a whole reply.
-                    raw = await response.aread()
-                    try:
-                        whole = json.loads(raw)
-                    except ValueError:
-                        yield Failed(
-                            not_json(raw.decode(errors="replace"), provider=name, model=model)
-                        )
-                        return
-                    for event in replay(self._whole(request, whole, model)):
+                    for event in await replay_body(
+                        response,
+                        lambda data: self._whole(request, data, model),
+                        provider=name,
+                        model=model,
+                    ):
                         yield event
                     return
                 chunks = body_chunks(response)

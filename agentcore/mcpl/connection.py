@@ -284,16 +284,7 @@ class ServerConnection:
         if self.sessions or self._closing:
             raise RuntimeError(f"mcpl server {self._name}: start() may be called once")
         try:
-            try:
-                await self._open_session()
-            except McplStartError as exc:
-                if self._reconnect is None:
-                    raise
-                self._log.warning(
-                    "mcpl server {}: first session failed ({}); retrying", self._name, exc
-                )
-                if not await self._reopen(self._reconnect):
-                    raise
+            await self._open_first_session()
         except BaseException:
             self._closing = True
             self.closed.set()
@@ -342,6 +333,18 @@ class ServerConnection:
                 self._log.info("mcpl server {}: connection closed", self._name)
                 self._closing = True
                 self.closed.set()
+
+    async def _open_first_session(self) -> None:
+        try:
+            await self._open_session()
+        except McplStartError as exc:
+            if self._reconnect is None:
+                raise
+            self._log.warning(
+                "mcpl server {}: first session failed ({}); retrying", self._name, exc
+            )
+            if not await self._reopen(self._reconnect):
+                raise
 
     async def _reopen(self, policy: ReconnectPolicy) -> bool:
         for delay in policy.delays():

@@ -151,7 +151,6 @@ def build_client(
         base_url=base_url.rstrip("/"),
         headers={**headers, **config.headers},
         timeout=timeout,
-        verify=_ssl_context(),
         transport=transport,
         mounts=mounts,
         follow_redirects=False,

@@ -23,6 +23,7 @@ from agentcore.testing.scenarios import (
     Unplayable,
     Wire,
     carries_text,
+    credentials_message,
     encode_frame,
     render,
 )
@@ -331,6 +332,8 @@ class LoopbackServer:
             body = raw.decode(errors="replace")
         scenario = self._next(provider)
         headers = {k.lower(): v for k, v in request.headers.items()}
+        if scenario is not None and scenario.echo_credentials:
+            scenario = scenario.replace(message=credentials_message(headers))
         call = Call(wire, provider, request.path, headers, body, scenario)
         self.calls.append(call)
         try:

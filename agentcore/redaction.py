@@ -11,7 +11,7 @@ lines (`redact_log`, which also masks header-shaped credentials nobody
 registered), and `agentcore settings` (`shown_setting`, which masks by name too).
 
 `redact` is on the hot path of every MCPL frame: with nothing registered it is
-one global read; otherwise one precompiled alternation of the secrets.
+an empty loop; otherwise one substring test per registered secret.
 
 This module imports nothing of agentcore's, so any module may use it.
 """
@@ -34,8 +34,8 @@ _SECRET_WORDS = ("key", "token", "secret", "auth", "passw", "cookie", "credentia
 _SECRET_NAMES = frozenset({"sig", "pwd"})
 
 _secrets: set[str] = set()
-_pattern: re.Pattern[str] | None = None
-"""All registered forms, longest first, as one alternation; None while there are none."""
+_ordered: tuple[str, ...] = ()
+"""Every registered form, longest first (``user:password`` before ``password``)."""
 
 
 def register_secret(value: str | None) -> None:
@@ -44,23 +44,27 @@ def register_secret(value: str | None) -> None:
     Its JSON-escaped forms are registered too, so it is found inside an encoded frame
     or trace line even when it holds a quote, a backslash or non-ASCII characters.
     """
-    global _pattern
+    global _ordered
     if not value or len(value) < MIN_SECRET_LENGTH:
         return
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
     if forms <= _secrets:
         return
     _secrets.update(forms)
-    ordered = sorted(_secrets, key=len, reverse=True)  # "user:pass" before "pass"
-    _pattern = re.compile("|".join(re.escape(s) for s in ordered))
+    _ordered = tuple(sorted(_secrets, key=len, reverse=True))
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret replaced by ``[REDACTED]``."""
-    pattern = _pattern
-    if pattern is None:
-        return text
-    return pattern.sub(REDACTED, text)
+    """`text` with every registered secret replaced by ``[REDACTED]``.
+
+    A substring test per secret (C's fast search, some 60 ns on a chunk frame), not a
+    regex alternation, which Python's engine tries at every position: five times slower
+    with a handful of secrets. With none registered the loop does not run.
+    """
+    for secret in _ordered:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 _HEADER_PATTERN = re.compile(
@@ -77,7 +81,7 @@ def redact_log(text: str) -> str:
 def redact_value(value: Any) -> Any:
     """`value` with every string in it (nested in dicts, lists, tuples) redacted; other
     objects as they are. For trace fields, before any observer sees them."""
-    if _pattern is None:
+    if not _ordered:
         return value
     if isinstance(value, str):
         return redact(value)

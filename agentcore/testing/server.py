@@ -170,17 +170,20 @@ class LoopbackServer:
         sections: Mapping[str, Mapping[str, Any]] | None = None,
         key_env: str = API_KEY_ENV,
         per_provider_urls: bool = True,
+        headers: Mapping[str, str] | None = None,
     ) -> str:
         """A settings file with a ``[providers.NAME]`` for each NAME -> kind (default
         `DEFAULT_PROVIDERS`), each pointed at this server (at ``/p/NAME`` when
-        `per_provider_urls`, so `script(..., provider=NAME)` reaches it), plus
-        ``[inference]`` and any other `sections` (``{"retry": {"max_attempts": 2}}``)."""
+        `per_provider_urls`, so `script(..., provider=NAME)` reaches it) and sending
+        `headers`, plus ``[inference]`` and any other `sections`
+        (``{"retry": {"max_attempts": 2}}``)."""
         out: dict[str, Any] = {}
         out["providers"] = {
             name: {
                 "kind": kind,
                 "base_url": self.base_url(kind, name if per_provider_urls else None),
                 "api_key_env": key_env,
+                **({"headers": dict(headers)} if headers else {}),
             }
             for name, kind in (providers or DEFAULT_PROVIDERS).items()
         }

@@ -74,9 +74,7 @@ def plugins(settings_path: Path | None) -> None:
     rows += [(r.name, r.distribution, r.version, r.describe_state()) for r in kernel.records]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
-        say(
-            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[3]
-        )
+        say("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[3])
 
 
 @main.command("settings")
@@ -91,9 +89,7 @@ def settings_command(settings_path: Path | None) -> None:
     for name, provider in sorted(loaded.settings.providers.items()):
         if provider.api_key_env:
             state = "[REDACTED]" if provider.api_key() else "(not set)"
-            say(
-                f"providers.{name}.api_key = {state}    # environment {provider.api_key_env}"
-            )
+            say(f"providers.{name}.api_key = {state}    # environment {provider.api_key_env}")
 
 
 class InferStatus:
@@ -152,9 +148,7 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
                     if isinstance(event, Complete):
                         response = event.response
                     elif isinstance(event, Failed):
-                        say(
-                            f"agentcore: the inference failed: {event.error.describe()}", err=True
-                        )
+                        say(f"agentcore: the inference failed: {event.error.describe()}", err=True)
                     elif isinstance(event, Aborted):
                         say(f"agentcore: {aborted_message(event)}", err=True)
                     elif not as_json and isinstance(event, Token) and event.visible:

@@ -87,8 +87,10 @@ def redact_value(value: Any) -> Any:
         return redact(value)
     if isinstance(value, dict):
         return {redact_value(k): redact_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(redact_value(v) for v in value)
+    if isinstance(value, list):
+        return [redact_value(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact_value(v) for v in value)
     return value
 
 
@@ -126,8 +128,8 @@ def url_secrets(url: str) -> list[str]:
     if at and userinfo:
         user, colon, password = userinfo.partition(":")
         found += [userinfo, password] if colon else [user]
-    for name, value in _query_pairs(parts.query):
-        if value and is_secret_name(urllib.parse.unquote_plus(name)):
+    for _, value, secret in _query(parts.query):
+        if secret:
             found += [value, urllib.parse.unquote_plus(value)]
     return found
 
@@ -138,16 +140,17 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
-    pairs = [
-        f"{name}={REDACTED}" if value and is_secret_name(urllib.parse.unquote_plus(name)) else raw
-        for raw, (name, value) in zip(parts.query.split("&"), _query_pairs(parts.query), strict=True)
-    ]
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="&".join(pairs)))
+    pieces = [f"{name}={REDACTED}" if secret else name for name, _, secret in _query(parts.query)]
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="&".join(pieces)))
 
 
-def _query_pairs(query: str) -> list[tuple[str, str]]:
-    """(name, value) as written, one per ``&``-separated piece (empty pieces too)."""
-    return [(piece.partition("=")[0], piece.partition("=")[2]) for piece in query.split("&")]
+def _query(query: str) -> Iterator[tuple[str, str, bool]]:
+    """Each ``&``-separated piece of a query as written: the piece up to its ``=`` (the
+    whole piece when its value is not a secret), its value, and whether it is a secret."""
+    for piece in query.split("&"):
+        name, _, value = piece.partition("=")
+        secret = bool(value) and is_secret_name(urllib.parse.unquote_plus(name))
+        yield (name if secret else piece), value, secret
 
 
 _CREDENTIAL_TABLES = frozenset({"headers", "env"})

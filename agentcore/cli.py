@@ -31,6 +31,7 @@ from agentcore.inference import (
 from agentcore.inference.outcome import aborted_message, completion_problem, result_object
 from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.log import configure_logging
+from agentcore.redaction import redact, shown_setting
 from agentcore.settings import SettingsError, dotted, flatten
 from agentcore.traces import TraceEvent
 
@@ -43,11 +44,17 @@ settings_option = click.option(
 )
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """Every line the command prints goes out here, through the redaction boundary: an
+    error message may quote a provider's reply, and some providers echo the key."""
+    click.echo(redact(text), err=err)
+
+
 def load_kernel(settings_path: Path | None, **kwargs: Any) -> Kernel:
     try:
         return Kernel.load(settings_path, **kwargs)
     except (SettingsError, PluginLoadError) as exc:
-        click.echo(f"agentcore: {exc}", err=True)
+        say(f"agentcore: {exc}", err=True)
         raise SystemExit(2) from None
 
 
@@ -67,9 +74,7 @@ def plugins(settings_path: Path | None) -> None:
     rows += [(r.name, r.distribution, r.version, r.describe_state()) for r in kernel.records]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
-        click.echo(
-            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[3]
-        )
+        say("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[3])
 
 
 @main.command("settings")
@@ -79,13 +84,12 @@ def settings_command(settings_path: Path | None) -> None:
     kernel = load_kernel(settings_path, strict=False)
     loaded = kernel.loaded
     for path, value in flatten(loaded.settings.model_dump(mode="json")):
-        click.echo(f"{dotted(path)} = {json.dumps(value)}    # {loaded.source_of(path)}")
+        shown = json.dumps(shown_setting(path, value))
+        say(f"{dotted(path)} = {shown}    # {loaded.source_of(path)}")
     for name, provider in sorted(loaded.settings.providers.items()):
         if provider.api_key_env:
             state = "[REDACTED]" if provider.api_key() else "(not set)"
-            click.echo(
-                f"providers.{name}.api_key = {state}    # environment {provider.api_key_env}"
-            )
+            say(f"providers.{name}.api_key = {state}    # environment {provider.api_key_env}")
 
 
 class InferStatus:
@@ -108,7 +112,7 @@ class InferStatus:
         remaining = fields.get("remainingMs")
         left = f", {remaining / 1000:.0f} s left" if isinstance(remaining, int | float) else ""
         target = f"{fields.get('provider')}:{fields.get('model')}"
-        text = f"waiting for {target}, {fields.get('reason')}{left}"
+        text = redact(f"waiting for {target}, {fields.get('reason')}{left}")
         if self._status is None:
             self._status = self._console.status(text)
             self._status.start()
@@ -136,7 +140,7 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
             try:
                 response = await kernel.complete(request)
             except InferenceError as exc:
-                click.echo(f"agentcore: the inference failed: {exc.describe()}", err=True)
+                say(f"agentcore: the inference failed: {exc.describe()}", err=True)
                 return 1
         else:
             async with aclosing(kernel.stream(request)) as events:
@@ -144,13 +148,11 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
                     if isinstance(event, Complete):
                         response = event.response
                     elif isinstance(event, Failed):
-                        click.echo(
-                            f"agentcore: the inference failed: {event.error.describe()}", err=True
-                        )
+                        say(f"agentcore: the inference failed: {event.error.describe()}", err=True)
                     elif isinstance(event, Aborted):
-                        click.echo(f"agentcore: {aborted_message(event)}", err=True)
+                        say(f"agentcore: {aborted_message(event)}", err=True)
                     elif not as_json and isinstance(event, Token) and event.visible:
-                        sys.stdout.write(event.text)
+                        sys.stdout.write(redact(event.text))
                         sys.stdout.flush()
                         printed = True
     if printed:
@@ -159,12 +161,12 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
         return 1
     problem = completion_problem(response, offers="agentcore infer")
     if problem is not None:
-        click.echo(f"agentcore: {problem}", err=True)
+        say(f"agentcore: {problem}", err=True)
         return 1
     if as_json:
-        click.echo(json.dumps(result_object(response)))
+        say(json.dumps(result_object(response)))
     elif not stream:
-        click.echo(response.text)
+        say(response.text)
     return 0
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
+from agentcore.redaction import redact
+
 ErrorKind: TypeAlias = Literal[
     "rate_limit",
     "overloaded",
@@ -53,6 +55,8 @@ class InferenceError(Exception):
         provider: str | None = None,
         model: str | None = None,
     ) -> None:
+        # Redacted at the source: a provider may echo the key in its error body.
+        message = redact(message)
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message

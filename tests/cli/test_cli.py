@@ -150,6 +150,110 @@ def test_settings_show_sources_and_never_a_key(settings: Path) -> None:
     assert API_KEY not in done.stdout + done.stderr
 
 
+# -- no configured secret in any output --------------------------------------------------
+
+ORG_TOKEN = "tok-org-secret-4242-abcd"
+"""A credential configured as a provider header (``x-org-token``), echoed like the key."""
+
+LEAKY_ENDINGS = {
+    "401-echo": Scenario.echoes_credentials(),
+    "mid-stream-echo": Scenario.echoes_credentials(mid_stream=True),
+    "text-echo": Scenario.text(f"your key is {API_KEY} and your token {ORG_TOKEN}"),
+}
+
+
+@pytest.fixture
+def leaky_settings(loopback_settings: Callable[..., Path], tmp_path: Path) -> Path:
+    return loopback_settings(
+        {"a": "anthropic", "o": "openai"},
+        headers={"x-org-token": ORG_TOKEN},
+        sections={**FAST_RETRY, "traces": {"jsonl": str(tmp_path / "traces.jsonl")}},
+    )
+
+
+@pytest.mark.parametrize("ending", list(LEAKY_ENDINGS))
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+@pytest.mark.parametrize("flags", [("--stream",), ("--no-stream",), ("--stream", "--json")])
+def test_infer_never_prints_a_configured_secret_a_provider_echoes(
+    loopback_provider: LoopbackServer,
+    leaky_settings: Path,
+    tmp_path: Path,
+    ending: str,
+    model: str,
+    flags: tuple[str, ...],
+) -> None:
+    loopback_provider.script(*[LEAKY_ENDINGS[ending]] * 8)
+    done = agentcore("infer", "--settings", str(leaky_settings), "--model", model, *flags, "Hi")
+    call = loopback_provider.calls[0]
+    assert call.headers["x-org-token"] == ORG_TOKEN  # both were sent, so could be echoed
+    assert API_KEY in call.headers.get("authorization", "") + call.headers.get("x-api-key", "")
+    output = done.stdout + done.stderr
+    assert API_KEY not in output
+    assert ORG_TOKEN not in output
+    # The echo did come back, masked where it stood.
+    if ending == "text-echo":
+        assert done.returncode == 0, done.stderr
+        shown = json.loads(done.stdout)["content"] if "--json" in flags else done.stdout
+        assert "your key is [REDACTED] and your token [REDACTED]" in shown
+    else:
+        assert done.returncode == 1
+        assert "Incorrect API key provided:" in done.stderr
+        assert "x-org-token=[REDACTED]" in done.stderr
+    traces = (tmp_path / "traces.jsonl").read_text()
+    assert "inference:" in traces
+    assert API_KEY not in traces
+    assert ORG_TOKEN not in traces
+
+
+def test_settings_mask_header_values_url_userinfo_and_key_parameters(tmp_path: Path) -> None:
+    path = tmp_path / "secrets.toml"
+    path.write_text(
+        """
+[providers.p]
+kind = "openai-compatible"
+base_url = "https://me:pw-in-url-9876@llm.example/v1?key=query-key-5555&region=eu"
+api_key_env = "P_KEY"
+[providers.p.headers]
+Authorization = "Bearer hdr-bearer-7777"
+x-api-key = "hdr-xkey-8888"
+User-Agent = "agentcore-test/1"
+
+[mcpl.servers.s]
+url = "wss://mcpl.example/ws?token=ws-token-3333"
+[mcpl.servers.s.env]
+API_TOKEN = "env-token-2222"
+MODE = "verbose"
+"""
+    )
+    done = agentcore("settings", "--settings", str(path), env={"P_KEY": "sk-env-key-1111"})
+    assert done.returncode == 0, done.stderr
+    for secret in (
+        "pw-in-url-9876",
+        "query-key-5555",
+        "hdr-bearer-7777",
+        "hdr-xkey-8888",
+        "ws-token-3333",
+        "env-token-2222",
+        "sk-env-key-1111",
+    ):
+        assert secret not in done.stdout + done.stderr
+    shown = {
+        line.split(" = ")[0]: line.split(" = ")[1].split("    #")[0]
+        for line in done.stdout.splitlines()
+    }
+    assert shown["providers.p.base_url"] == (
+        '"https://[REDACTED]@llm.example/v1?key=[REDACTED]&region=eu"'
+    )
+    assert shown["providers.p.headers.Authorization"] == '"[REDACTED]"'
+    assert shown["providers.p.headers.x-api-key"] == '"[REDACTED]"'
+    assert shown["providers.p.headers.User-Agent"] == '"agentcore-test/1"'
+    assert shown["providers.p.api_key_env"] == '"P_KEY"'
+    assert shown["providers.p.api_key"] == "[REDACTED]"
+    assert shown["mcpl.servers.s.url"] == '"wss://mcpl.example/ws?token=[REDACTED]"'
+    assert shown["mcpl.servers.s.env.API_TOKEN"] == '"[REDACTED]"'
+    assert shown["mcpl.servers.s.env.MODE"] == '"verbose"'
+
+
 def test_demo_runs_by_itself_and_exits_zero() -> None:
     done = agentcore("demo")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import MODELS, RigFactory
+from e2e_rig import MODELS, RigFactory
 
 from agentcore import hookimpl
 from agentcore.inference import Complete, UsageUpdate

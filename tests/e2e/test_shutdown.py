@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROVIDERS, RigFactory, settings_sections
+from e2e_rig import PROVIDERS, RigFactory, settings_sections
 from e2e_support import TIMEOUT_S, Hub, ServerScript, ServerSession, wait_gone
 
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -187,20 +188,14 @@ def _rate_limited_then_ok(loopback_provider: LoopbackServer) -> None:
     loopback_provider.script(Scenario.rate_limit(retry_after=1), Scenario.text("after the wait"))
 
 
-def test_infer_shows_the_wait_on_a_terminal(
-    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
-) -> None:
+def on_a_terminal(*args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run `agentcore ARGS` with stderr on a real pseudo-terminal; the run and all it drew there."""
     import pty
 
-    settings = loopback_settings(
-        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 0.2}}
-    )
-    _rate_limited_then_ok(loopback_provider)
     leader, follower = pty.openpty()
     try:
-        command = ["infer", "--settings", str(settings), "--model", "a:claude-x", "Hi"]
         done = subprocess.run(
-            [sys.executable, "-m", "agentcore", *command],
+            [sys.executable, "-m", "agentcore", *args],
             stdout=subprocess.PIPE,
             stderr=follower,
             stdin=subprocess.DEVNULL,
@@ -222,9 +217,39 @@ def test_infer_shows_the_wait_on_a_terminal(
         os.close(leader)
         if follower != -1:
             os.close(follower)
+    return done, shown.decode(errors="replace")
+
+
+def test_infer_shows_the_wait_on_a_terminal(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 0.2}}
+    )
+    _rate_limited_then_ok(loopback_provider)
+    done, shown = on_a_terminal("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
     assert done.returncode == 0
     assert done.stdout == "after the wait\n"
-    assert b"waiting for a:claude-x" in shown
+    assert "waiting for a:claude-x" in shown
+
+
+def test_the_status_line_counts_down_every_second_between_traces(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    # One trace when the 4 s wait starts, the next (60 s on) never comes before its end.
+    settings = loopback_settings(
+        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 60}}
+    )
+    loopback_provider.script(Scenario.rate_limit(retry_after=4), Scenario.text("after the wait"))
+    done, shown = on_a_terminal("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
+    assert done.returncode == 0
+    assert done.stdout == "after the wait\n"
+    seconds = [
+        int(left) for left in re.findall(r"waiting for a:claude-x, \w+, (\d+) s left", shown)
+    ]
+    counted = [left for i, left in enumerate(seconds) if i == 0 or seconds[i - 1] != left]
+    # Every second from the start down; a last redraw may come as the wait ends.
+    assert counted in ([4, 3, 2, 1], [4, 3, 2, 1, 0]), shown
 
 
 def test_infer_shows_no_status_when_stderr_is_not_a_terminal(

@@ -155,6 +155,15 @@ class InferStatus:
         self._line = None
 
 
+def end_text_line(printed: bool) -> bool:
+    """End the line of streamed text, if one is open, so that what follows (an error on
+    stderr, on the same terminal) starts a line of its own. Returns False: no line is open."""
+    if printed:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    return False
+
+
 async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
     """One inference; prints visible text as it streams (unless --json). Returns the exit code."""
     response: Response | None = None
@@ -172,17 +181,18 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
                     if isinstance(event, Complete):
                         response = event.response
                     elif isinstance(event, Failed):
+                        printed = end_text_line(printed)
                         click.echo(
                             f"agentcore: the inference failed: {event.error.describe()}", err=True
                         )
                     elif isinstance(event, Aborted):
+                        printed = end_text_line(printed)
                         click.echo(f"agentcore: {aborted_message(event)}", err=True)
                     elif not as_json and isinstance(event, Token) and event.visible:
                         sys.stdout.write(event.text)
                         sys.stdout.flush()
                         printed = True
-    if printed:
-        sys.stdout.write("\n")
+    end_text_line(printed)
     if response is None:
         return 1
     problem = completion_problem(response, offers="agentcore infer")

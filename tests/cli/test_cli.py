@@ -29,6 +29,18 @@ def agentcore(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
+def one_stream(*args: str) -> subprocess.CompletedProcess[str]:
+    """`agentcore ARGS` with stderr and stdout in one pipe (in `.stdout`), as on a terminal."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentcore", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 @pytest.fixture
 def settings(loopback_settings: Callable[..., Path]) -> Path:
     return loopback_settings({"a": "anthropic", "o": "openai"}, sections=FAST_RETRY)
@@ -112,6 +124,33 @@ def test_infer_any_other_ending_exits_non_zero_with_no_result(
     assert done.stdout == ""
     assert cause in done.stderr
     assert API_KEY not in done.stderr
+
+
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+def test_an_error_after_streamed_text_starts_a_line_of_its_own(
+    loopback_provider: LoopbackServer, settings: Path, model: str
+) -> None:
+    loopback_provider.script(Scenario.stream_error("Partial text", message="Overloaded"))
+    done = one_stream("infer", "--settings", str(settings), "--model", model, "Hi")
+    assert done.returncode == 1
+    text, error = done.stdout.split("\n", 1)
+    assert text == "Partial text"
+    assert error.startswith("agentcore: the inference failed: ")
+    assert "Overloaded" in error and error.endswith("\n") and "\n\n" not in done.stdout
+
+
+def test_a_timeout_after_streamed_text_starts_a_line_of_its_own(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic"}, inference={"progress_timeout_s": 0.3}, sections=FAST_RETRY
+    )
+    loopback_provider.script(Scenario.stall("Partial text"))
+    done = one_stream("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
+    assert done.returncode == 1
+    assert done.stdout.startswith("Partial text\nagentcore: The inference stopped before it "), (
+        done.stdout
+    )
 
 
 def test_infer_with_no_settings_uses_echo() -> None:

@@ -153,6 +153,32 @@ def test_a_timeout_after_streamed_text_starts_a_line_of_its_own(
     )
 
 
+@pytest.mark.parametrize("unknown_stop", [None, "end_turn"], ids=["default", "end_turn"])
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+def test_infer_refuses_a_stop_token_no_adapter_maps(
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    unknown_stop: str | None,
+    stream: str,
+    model: str,
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic", "o": "openai"},
+        inference={} if unknown_stop is None else {"unknown_stop": unknown_stop},
+        sections=FAST_RETRY,
+    )
+    loopback_provider.script(Scenario.text("Odd end", raw_stop="weird"))
+    done = agentcore("infer", "--settings", str(settings), "--model", model, "--json", stream, "Hi")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert (
+        "The provider ended the inference with stop token 'weird', "
+        "which agentcore has no stop reason for"
+    ) in done.stderr
+    assert len(loopback_provider.calls) == 1  # not retried
+
+
 def test_infer_with_no_settings_uses_echo() -> None:
     done = agentcore("infer", "--model", "echo:any", "--json", "say it back")
     assert done.returncode == 0, done.stderr

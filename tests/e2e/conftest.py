@@ -59,6 +59,7 @@ async def rig(
         retry: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
         plugins: dict[str, object] | None = None,
+        kernel_type: type[Kernel] = Kernel,
         wait_ready: bool = True,
     ) -> Rig:
         scripts = scripts or {"srv": ServerScript()}
@@ -73,7 +74,7 @@ async def rig(
             sections=settings_sections(hub, servers, routing=routing, retry=retry, extra=extra),
         )
         traces = TraceCapture()
-        kernel = Kernel.load(path, plugins={"capture": traces, **(plugins or {})})
+        kernel = kernel_type.load(path, plugins={"capture": traces, **(plugins or {})})
         await kernel.start()
         host = McplHost(kernel)
         rig = Rig(loopback_provider, hub, kernel, host, traces, {}, path)

@@ -118,8 +118,10 @@ class InferenceSettings(Section):
     """A stream that brings no new visible text this long is cut with a timeout error."""
     request_timeout_s: float = 600.0
     """One attempt, whole, may take at most this long."""
-    unknown_stop: Literal["end_turn", "error"] = "end_turn"
-    """How a provider stop token with no mapping is handled."""
+    unknown_stop: Literal["end_turn", "error"] = "error"
+    """How a provider stop token with no mapping is handled: the attempt fails with an
+    error naming it, or (``end_turn``) the response ends ``end_turn`` marked unmapped,
+    which `agentcore infer` and the MCPL router still refuse, naming the token."""
 
 
 class McplServerSettings(Section):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROVIDERS, RigFactory, settings_sections
+from e2e_rig import PROVIDERS, RigFactory, settings_sections
 from e2e_support import (
     REPO,
     TIMEOUT_S,

@@ -113,7 +113,7 @@ async def connect(scripted_server: Any) -> AsyncIterator[Connect]:
         conn = ServerConnection(
             "scripted",
             stdio_factory(
-                "scripted", command, env=env, max_frame_bytes=max_frame_bytes, kill_grace_s=5.0
+                "scripted", command, env=env, max_frame_bytes=max_frame_bytes, shutdown_grace_s=5.0
             ),
             grant=grant,
             disabled_feature_sets=disabled,
@@ -215,7 +215,7 @@ async def test_a_server_that_cannot_handshake_fails_start() -> None:
     tool = Path(__file__).parent / "servers" / "line_tool.py"
     conn = ServerConnection(
         "mute",
-        stdio_factory("mute", [sys.executable, str(tool), "tail"], kill_grace_s=0.5),
+        stdio_factory("mute", [sys.executable, str(tool), "tail"], shutdown_grace_s=0.5),
         grant=GRANT,
         handler=Host(),
         request_timeout_s=TIMEOUT,

@@ -13,6 +13,8 @@ for an error answer. What the peer guarantees:
 - **Bad input never kills the connection**: invalid JSON is answered -32700
   with id null, a malformed message -32600, a response for an unknown id is
   logged and dropped, and a refused frame (`FrameError`) is answered -32700.
+  The one exception is the transport's to make: a WebSocket cannot skip a
+  frame, so it closes and says why (`TransportClosed`), and the log says so.
 - **Batches are not supported**: a JSON array is answered with one -32600,
   id null (MCP removed batching; MCPL inherits MCP's framing).
 - A concurrent duplicate of an in-flight request id is answered -32600 with
@@ -67,7 +69,8 @@ class Transport(Protocol):
         """The next message, or None once the other side has closed.
 
         Raises `FrameError` for a frame it refused (too large, not text); the
-        peer answers that and reads on.
+        peer answers that and reads on. Raises `TransportClosed` when refusing
+        a frame meant closing the connection itself.
         """
         ...
 
@@ -94,6 +97,14 @@ class FrameTooLarge(FrameError):
             {"maxFrameBytes": limit},
         )
         self.limit = limit
+
+
+class TransportClosed(Exception):
+    """The transport closed the connection itself (it refused a frame it could not skip).
+
+    Its message says what happened, for the log and the close reason: it was not
+    the other side that closed.
+    """
 
 
 class ConnectionClosed(Exception):
@@ -341,10 +352,15 @@ class JsonRpcPeer:
     # -- inbound -------------------------------------------------------------
 
     async def _read_loop(self) -> None:
+        reason = "the other side closed the connection"
         try:
             while True:
                 try:
                     text = await self._transport.receive()
+                except TransportClosed as exc:
+                    reason = str(exc)
+                    logger.warning("{}: {}", self.name, reason)
+                    break
                 except FrameError as exc:
                     logger.warning("{}: refused a frame: {}", self.name, exc.message)
                     error = {"code": PARSE_ERROR, "message": exc.message}
@@ -353,21 +369,19 @@ class JsonRpcPeer:
                     await self._send_quietly(encode_error(None, error))
                     continue
                 if text is None:
-                    logger.info("{}: the other side closed the connection", self.name)
+                    logger.info("{}: {}", self.name, reason)
                     break
                 await self._dispatch(text)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            logger.opt(exception=exc).warning("{}: reading failed: {}", self.name, exc)
-        # Reached only when the other side went away (close() cancels us
+            reason = f"reading failed: {exc}"
+            logger.opt(exception=exc).warning("{}: {}", self.name, reason)
+        # Reached only when the connection ended under us (close() cancels us
         # otherwise). Answers to in-flight requests are best-effort here: the
         # other side may still read after it stopped writing.
         if not self._closing:
-            await self.close(
-                McplError(INTERNAL_ERROR, "the connection closed"),
-                reason="the other side closed the connection",
-            )
+            await self.close(McplError(INTERNAL_ERROR, "the connection closed"), reason=reason)
 
     async def _refuse(self, request_id: RequestId | None, code: int, message: str) -> None:
         logger.warning("{}: refused a message (id {!r}): {}", self.name, request_id, message)
@@ -511,6 +525,7 @@ __all__ = [
     "RequestHandler",
     "RequestId",
     "Transport",
+    "TransportClosed",
     "encode_error",
     "error_object",
 ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import aiohttp
 from loguru import logger
 
-from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport
+from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport, TransportClosed
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 DEFAULT_SHUTDOWN_GRACE_S = 5.0  # stdin closed: how long a server has to exit by itself
@@ -297,9 +297,11 @@ class WebSocketTransport:
 
     aiohttp answers pings and sends one every `heartbeat_s`, closing the
     socket when a pong does not come back. A frame over `max_frame_bytes` is
-    refused by aiohttp from its header, before the payload is read; the
-    WebSocket protocol cannot skip a frame, so aiohttp closes the socket with
-    1009 (message too big) and the session ends there.
+    refused by aiohttp from its header, before the payload is read, and a
+    text frame that is not UTF-8 once read; the WebSocket protocol cannot skip
+    a frame, so aiohttp closes the socket (1009 message too big, 1007 invalid
+    payload; RFC 6455 §7.4.1) and the session ends there: `receive` raises
+    `TransportClosed` saying so (with `reconnect`, a new session follows).
     """
 
     def __init__(
@@ -359,12 +361,8 @@ class WebSocketTransport:
             if message.type is aiohttp.WSMsgType.BINARY:
                 raise FrameError("Parse error: binary frame; MCPL frames are text")
             if message.type is aiohttp.WSMsgType.ERROR:
-                error = message.data
-                code = getattr(error, "code", None)
-                if code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
-                    raise FrameTooLarge(self._max_frame_bytes)
-                logger.warning("mcpl server {}: socket error: {}", self.name, error)
-                return None
+                # aiohttp has closed the socket already (see the class docstring).
+                raise TransportClosed(self._refusal(message.data))
             if message.type in (
                 aiohttp.WSMsgType.CLOSE,
                 aiohttp.WSMsgType.CLOSING,
@@ -372,6 +370,23 @@ class WebSocketTransport:
             ):
                 return None
             # PING/PONG are answered by aiohttp (autoping); anything else is skipped.
+
+    def _refusal(self, error: object) -> str:
+        """What the host did when aiohttp refused a frame (or the socket failed)."""
+        code = getattr(error, "code", None)
+        if code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+            return (
+                f"the host refused a frame over {self._max_frame_bytes} bytes (max_frame_bytes) "
+                f"and closed the connection with {code} (message too big)"
+            )
+        if code == aiohttp.WSCloseCode.INVALID_TEXT:
+            return (
+                "the host refused a text frame that is not valid UTF-8 "
+                f"and closed the connection with {code} (invalid frame payload data)"
+            )
+        if code is not None:
+            return f"the host closed the connection with {code}: {error}"
+        return f"the connection failed: {error}"
 
     async def close(self) -> None:
         if self._closed:

@@ -8,7 +8,9 @@ for an error answer. What the peer guarantees:
 - **Exactly one answer per inbound request id**, on every path. Each in-flight
   request is an entry in `_inflight`; whoever removes the entry (the handler's
   task when it finishes, or `close()`) is the one that answers, and removal
-  is a synchronous dict operation, so two answers cannot happen.
+  is a synchronous dict operation, so two answers cannot happen. The one
+  request that goes unanswered is one the other side cancelled (`cancel`):
+  its entry is removed with nobody to answer, as MCP's cancellation asks.
 - **One boundary** (`error_object`) where an exception becomes an error object.
 - **Bad input never kills the connection**: invalid JSON is answered -32700
   with id null, a malformed message -32600, a response for an unknown id is
@@ -267,6 +269,22 @@ class JsonRpcPeer:
             self._fail_pending()
             self._closed.set()
 
+    def cancel(self, request_id: RequestId, *, method: str) -> bool:
+        """Stop serving an inbound `method` request that the other side cancelled.
+
+        Its task is cancelled and it gets no answer (MCP base protocol, Cancellation:
+        the receiver stops processing and sends no response for it). Taking the entry
+        out of `_inflight` is what silences it: neither its task nor `close()` finds
+        anything left to answer. False, and nothing changes, when no `method` request
+        is in flight under this id (unknown, already answered, or another method).
+        """
+        entry = self._inflight.get(request_id)
+        if entry is None or entry.method != method:
+            return False
+        del self._inflight[request_id]
+        entry.task.cancel()
+        return True
+
     async def _answer_all(
         self, entries: list[tuple[RequestId, _Inbound]], error: dict[str, Any]
     ) -> None:
@@ -457,7 +475,7 @@ class JsonRpcPeer:
             result = await self._handle_request(request_id, method, params)
             frame = _dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
         except asyncio.CancelledError:
-            # close() took our entry and answers for us.
+            # close() took our entry and answers for us, or cancel() took it: no answer.
             raise
         except Exception as exc:
             frame = encode_error(request_id, error_object(exc))

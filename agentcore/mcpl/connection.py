@@ -624,15 +624,11 @@ class ServerConnection:
         Stop an `inference/request` in flight: it costs tokens, and its answer would
         go unread. The handler's task is cancelled and the request gets no answer.
         """
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        reason = params.get("reason") if isinstance(params, dict) else None
+        fields = params if isinstance(params, dict) else {}
+        request_id: Any = fields.get("requestId")  # checked by the peer
+        reason = fields.get("reason")
         peer = self._peer
-        if (
-            peer is None
-            or not isinstance(request_id, str | int)
-            or isinstance(request_id, bool)
-            or not peer.cancel(request_id, method=CANCELLABLE_METHOD)
-        ):
+        if peer is None or not peer.cancel(request_id, method=CANCELLABLE_METHOD):
             self._log.debug(
                 "mcpl server {}: ignoring notifications/cancelled for {!r}: "
                 "no inference/request in flight with that id",
@@ -641,8 +637,8 @@ class ServerConnection:
             )
             return
         why = reason if isinstance(reason, str) else ""
-        # The task sees its cancellation at its next step, after this line: its handler
-        # can tell why. Not here yet: cancelled before its first step, nothing started.
+        # The task sees its cancellation at its next step, after this line, so its
+        # handler can tell why. A request not in the map had not begun: nothing to tell.
         request = self._cancellable.get(request_id)
         if request is not None:
             request.cancelled = why

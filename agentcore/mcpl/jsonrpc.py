@@ -269,7 +269,7 @@ class JsonRpcPeer:
             self._fail_pending()
             self._closed.set()
 
-    def cancel(self, request_id: RequestId, *, method: str) -> bool:
+    def cancel(self, request_id: object, *, method: str) -> bool:
         """Stop serving an inbound `method` request that the other side cancelled.
 
         Its task is cancelled and it gets no answer (MCP base protocol, Cancellation:
@@ -278,6 +278,8 @@ class JsonRpcPeer:
         anything left to answer. False, and nothing changes, when no `method` request
         is in flight under this id (unknown, already answered, or another method).
         """
+        if not _valid_id(request_id):
+            return False
         entry = self._inflight.get(request_id)
         if entry is None or entry.method != method:
             return False
@@ -387,7 +389,7 @@ class JsonRpcPeer:
                     await self._send_quietly(encode_error(None, error))
                     continue
                 if text is None:
-                    logger.info("{}: {}", self.name, reason)
+                    logger.info("{}: the other side closed the connection", self.name)
                     break
                 await self._dispatch(text)
         except asyncio.CancelledError:

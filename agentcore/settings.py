@@ -1,6 +1,6 @@
 """Per-deployment settings: a TOML file, `AGENTCORE_*` environment overrides, defaults.
 
-Built on pydantic-settings. The kernel's own sections are declared here; each
+Built on pydantic (pydantic-settings parses the environment). The kernel's own sections are declared here; each
 plugin declares its section's model (`agentcore_settings` hook) and the loader
 grafts those onto the root model, so one validation reports every unknown key,
 wrong type and missing value with where it came from (file and key path, or the
@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Self, Union, cast, get_args, get_origin
 
 from loguru import logger
 from pydantic import (
@@ -38,12 +38,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from agentcore.log import register_secret
 
@@ -240,15 +235,12 @@ def _default_providers() -> dict[str, ProviderSettings]:
     return {"echo": ProviderSettings(kind="echo")}
 
 
-class Settings(BaseSettings):
-    """The kernel's sections. Plugin sections are grafted on by `load_settings`."""
+class Settings(Section):
+    """The kernel's sections. Plugin sections are grafted on by `load_settings`, which
+    reads the file and the environment and validates their values with a `LoadContext`.
+    (A plain model, not pydantic-settings' `BaseSettings`: that one's constructor runs its
+    own sources, and validating through it loses the context.)"""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        case_sensitive=False,
-    )
     traces: TracesSettings = Field(default_factory=TracesSettings)
     plugins: PluginsSettings = Field(default_factory=PluginsSettings)
     providers: dict[str, ProviderSettings] = Field(default_factory=_default_providers)
@@ -260,19 +252,6 @@ class Settings(BaseSettings):
         # The embedded provider is always there, so a fresh install runs with no key.
         self.providers.setdefault("echo", ProviderSettings(kind="echo"))
         return self
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Only what is passed in: `load_settings` merges the file with the environment it
-        # is given (not necessarily os.environ) itself and validates the result.
-        return (init_settings,)
 
     def section(self, path: str) -> Any:
         """The validated section at a dotted path (``"mcpl.routing"``), or None."""
@@ -317,10 +296,10 @@ def settings_path(explicit: str | Path | None, environ: Mapping[str, str]) -> Pa
     return Path(value) if value else None
 
 
-def _env_values(settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> dict[str, Any]:
+def _env_values(settings_cls: type[BaseModel], environ: Mapping[str, str]) -> dict[str, Any]:
     env = {k: v for k, v in environ.items() if k.upper() not in _RESERVED_ENV}
     source = EnvSettingsSource(
-        settings_cls,
+        cast(type[BaseSettings], settings_cls),  # it reads only the fields and our options
         case_sensitive=False,
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",

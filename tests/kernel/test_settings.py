@@ -503,7 +503,7 @@ def test_a_provider_reference_built_outside_a_load_checks_only_its_form():
 def test_relative_paths_in_the_file_are_relative_to_its_folder(tmp_path, monkeypatch):
     folder = tmp_path / "deploy"
     folder.mkdir()
-    path = write(
+    write(
         folder,
         """
         [traces]

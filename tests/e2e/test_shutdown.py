@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import PROVIDERS, RigFactory, settings_sections
-from e2e_support import TIMEOUT_S, Hub, ServerScript, ServerSession, wait_gone
+from e2e_support import RELAY, TIMEOUT_S, Hub, ServerScript, ServerSession, wait_gone
 
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
@@ -154,7 +155,9 @@ async def test_a_server_that_leaves_mid_stream(rig: RigFactory) -> None:
 # -- agentcore serve, a real subprocess ------------------------------------------------
 
 
-async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+async def serve(
+    settings: Path, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         AGENTCORE,
         "serve",
@@ -163,7 +166,7 @@ async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.su
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
+        cwd=cwd,
         env=env,
     )
 
@@ -404,3 +407,54 @@ grant = ["inferenceRequest"]
     code, _, stderr = await finish(process)
     assert code == 1
     assert "none of the configured MCPL servers (missing) could start" in stderr
+
+
+@pytest.mark.parametrize("transport", ["stdio"])
+async def test_serve_from_another_directory_takes_relative_paths_from_the_settings_folder(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    """A relative server script, the folder a stdio server starts in, and the traces file
+    are the settings file's, whatever directory `agentcore serve` runs from."""
+    deploy = tmp_path / "deploy"
+    (deploy / "servers").mkdir(parents=True)
+    shutil.copy(RELAY, deploy / "relay.py")
+    shutil.copy(RELAY, deploy / "servers" / "relay.py")
+    relative = [sys.executable, "relay.py"]
+    servers = {
+        "here": {**hub.config("here"), "command": relative},
+        "sub": {**hub.config("sub"), "command": relative, "cwd": "servers"},
+    }
+    settings = loopback_settings(
+        PROVIDERS,
+        inference=PATIENT,
+        sections={**settings_sections(hub, servers), "traces": {"jsonl": "traces.jsonl"}},
+        name="deploy/agentcore.toml",
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    process = await serve(Path("..") / "deploy" / settings.name, cwd=elsewhere)
+    try:
+        sessions = {}
+        for _ in servers:
+            session = await hub.next_session()
+            await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+            sessions[session.tag] = session
+        assert sessions["here"].pid is not None and sessions["sub"].pid is not None
+        assert Path(os.readlink(f"/proc/{sessions['here'].pid}/cwd")) == deploy
+        assert Path(os.readlink(f"/proc/{sessions['sub'].pid}/cwd")) == deploy / "servers"
+        loopback_provider.script(Scenario.text("Found it."), provider="a")
+        answer = await sessions["here"].infer({**streamed(), "stream": False})
+        assert answer.result["content"] == "Found it."
+        for session in sessions.values():
+            await session.close()
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert "mcpl:inference_complete" in (deploy / "traces.jsonl").read_text()
+    assert list(elsewhere.iterdir()) == []

@@ -1,10 +1,11 @@
 """Per-deployment settings: a TOML file, `AGENTCORE_*` environment overrides, defaults.
 
-Built on pydantic (pydantic-settings parses the environment). The kernel's own sections are declared here; each
-plugin declares its section's model (`agentcore_settings` hook) and the loader
-grafts those onto the root model, so one validation reports every unknown key,
-wrong type and missing value with where it came from (file and key path, or the
-environment variable). Environment wins over the file; the file wins over defaults.
+Built on pydantic (pydantic-settings parses the environment). The kernel's own
+sections are declared here; each plugin declares its section's model
+(`agentcore_settings` hook) and the loader grafts those onto the root model, so one
+validation reports every unknown key, wrong type and missing value with where it came
+from (file and key path, or the environment variable). Environment wins over the
+file; the file wins over defaults.
 
 Validation runs with a `LoadContext` (pydantic's validation context): fields typed
 `ProviderName` or `ModelReference` are checked against the configured providers, and a

@@ -7,13 +7,13 @@ import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
 from agentcore.kernel import Kernel
 from agentcore.plugins import BUNDLED_DISTRIBUTIONS
+from agentcore.settings import _unwrap as unwrap  # `X | None`, `Annotated[X, ...]`: X
 from agentcore.settings import load_settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -38,15 +38,6 @@ def settings_model() -> type[BaseModel]:
     }
     assert set(sections) == BUNDLED_SECTIONS
     return type(load_settings(None, sections=sections, environ={}).settings)
-
-
-def unwrap(annotation: Any) -> Any:
-    if get_origin(annotation) is Annotated:
-        return unwrap(get_args(annotation)[0])
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    if get_origin(annotation) in (Union, UnionType) and len(args) == 1:
-        return unwrap(args[0])
-    return annotation
 
 
 def is_model(annotation: Any) -> bool:

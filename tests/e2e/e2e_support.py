@@ -447,7 +447,9 @@ def make_hub(kind: str) -> Hub:
 # -- agentcore serve, a real subprocess --------------------------------------------
 
 
-async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+async def serve(
+    settings: Path, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         AGENTCORE,
         "serve",
@@ -456,7 +458,7 @@ async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.su
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
+        cwd=cwd,
         env=env,
     )
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 from e2e_rig import PROVIDERS, ROUTING, RigFactory, settings_sections
 from e2e_support import (
+    RELAY,
     REPO,
     TIMEOUT_S,
     Hub,
@@ -484,3 +487,54 @@ async def test_serve_still_exits_in_time_when_a_server_ignores_eof_and_sigterm(
     assert f"mcpl server lifespan: exited with {-signal.SIGKILL}" in stderr
     assert not pid_alive(pid)
     assert not (tmp_path / "marker").exists()
+
+
+@pytest.mark.parametrize("transport", ["stdio"])
+async def test_serve_from_another_directory_takes_relative_paths_from_the_settings_folder(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    """A relative server script, the folder a stdio server starts in, and the traces file
+    are the settings file's, whatever directory `agentcore serve` runs from."""
+    deploy = tmp_path / "deploy"
+    (deploy / "servers").mkdir(parents=True)
+    shutil.copy(RELAY, deploy / "relay.py")
+    shutil.copy(RELAY, deploy / "servers" / "relay.py")
+    relative = [sys.executable, "relay.py"]
+    servers = {
+        "here": {**hub.config("here"), "command": relative},
+        "sub": {**hub.config("sub"), "command": relative, "cwd": "servers"},
+    }
+    settings = loopback_settings(
+        PROVIDERS,
+        inference=PATIENT,
+        sections={**settings_sections(hub, servers), "traces": {"jsonl": "traces.jsonl"}},
+        name="deploy/agentcore.toml",
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    process = await serve(Path("..") / "deploy" / settings.name, cwd=elsewhere)
+    try:
+        sessions = {}
+        for _ in servers:
+            session = await hub.next_session()
+            await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+            sessions[session.tag] = session
+        assert sessions["here"].pid is not None and sessions["sub"].pid is not None
+        assert Path(os.readlink(f"/proc/{sessions['here'].pid}/cwd")) == deploy
+        assert Path(os.readlink(f"/proc/{sessions['sub'].pid}/cwd")) == deploy / "servers"
+        loopback_provider.script(Scenario.text("Found it."), provider="a")
+        answer = await sessions["here"].infer({**streamed(), "stream": False})
+        assert answer.result["content"] == "Found it."
+        for session in sessions.values():
+            await session.close()
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert "mcpl:inference_complete" in (deploy / "traces.jsonl").read_text()
+    assert list(elsewhere.iterdir()) == []

@@ -48,18 +48,19 @@ from agentcore.kernel import Kernel, split_model
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
 from agentcore.mcpl.protocol import INTERNAL_ERROR, INVALID_PARAMS, McplError, McplRequest
 from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import Section
+from agentcore.settings import ModelReference, Section
 
 DEFAULT_MAX_TOKENS = 1024
 
 
 class RoutingSettings(Section):
-    """``[mcpl.routing]``: which model answers which request."""
+    """``[mcpl.routing]``: which model answers which request. Every target is a
+    ``NAME:MODEL`` whose provider the loader checks is configured."""
 
-    default: str | None = None
-    by_feature: dict[str, str] = Field(default_factory=dict)
-    wildcards: dict[str, str] = Field(default_factory=dict)
-    overrides: dict[str, str] = Field(default_factory=dict)
+    default: ModelReference | None = None
+    by_feature: dict[str, ModelReference] = Field(default_factory=dict)
+    wildcards: dict[str, ModelReference] = Field(default_factory=dict)
+    overrides: dict[str, ModelReference] = Field(default_factory=dict)
     """Keyed by conversationId."""
     default_max_tokens: int = DEFAULT_MAX_TOKENS
     """Used when a request's preferences name no maxTokens."""

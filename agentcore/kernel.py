@@ -270,7 +270,7 @@ class Kernel:
     # -- traces and waits ------------------------------------------------------------
 
     async def emit(self, type: str, **fields: Any) -> None:
-        await self.hooks.trace(TraceEvent(type, fields))
+        self.hooks.trace(TraceEvent(type, fields))
 
     @asynccontextmanager
     async def waiting(
@@ -278,11 +278,12 @@ class Kernel:
     ) -> AsyncIterator[Wait]:
         """Announce a wait to observers for as long as the block runs."""
         wait = Wait(f"w{next(self._ids)}", reason, attempt, time.monotonic(), until)
-        await self.hooks.wait_start(wait)
+        self.hooks.wait_start(wait)
         try:
+            await asyncio.sleep(0)  # an idle async observer hears of the wait before it begins
             yield wait
         finally:
-            await self.hooks.wait_end(wait)
+            self.hooks.wait_end(wait)
 
     async def sleep(self, delay_s: float) -> None:
         """Sleep, unless the kernel stops first: then raise the shutting-down error."""

@@ -280,7 +280,6 @@ class Kernel:
         wait = Wait(f"w{next(self._ids)}", reason, attempt, time.monotonic(), until)
         self.hooks.wait_start(wait)
         try:
-            await asyncio.sleep(0)  # an idle async observer hears of the wait before it begins
             yield wait
         finally:
             self.hooks.wait_end(wait)

@@ -30,7 +30,6 @@ from agentcore.inference.calls import Attempt, Decision, Wait
 from agentcore.mcpl.protocol import McplError, McplRequest
 from agentcore.traces import TraceEvent
 
-
 OBSERVER_HOOKS = ("on_trace", "on_wait_start", "on_wait_end")
 """The hooks no inference waits for (see `agentcore.hookspecs`)."""
 OBSERVER_BACKLOG = 1000
@@ -85,7 +84,7 @@ class _Observer:
 
     def put(self, hook: str, impl: _Impl, args: tuple[Any, ...]) -> None:
         if self.stuck or len(self.backlog) >= OBSERVER_BACKLOG:
-            self.drop(1)
+            self.drop()
             return
         self.backlog.append((hook, impl, args))
         if self.task is None:
@@ -106,10 +105,10 @@ class _Observer:
         finally:
             self.task = None
 
-    def drop(self, count: int) -> None:
-        self.dropped += count
+    def drop(self) -> None:
+        self.dropped += 1
         now = time.monotonic()
-        if count and now >= self._log_after:
+        if now >= self._log_after:
             self._log_after = now + DROP_LOG_INTERVAL_S
             logger.warning(
                 "plugin {!r} is not keeping up with its observer hooks: {} events dropped "
@@ -238,7 +237,9 @@ class Hooks:
         """Let async observers catch up, cancel the stuck ones, then stop every plugin.
 
         Observers get at most OBSERVER_DRAIN_S, so that a normal run's sinks see every
-        event and a stuck one cannot hold the shutdown; no observer task outlives this.
+        event and a stuck one cannot hold the shutdown up; no observer task is left
+        running. A later event (of an inference the shutdown failed) still reaches
+        plugins that were not stuck, through a task that ends once it is delivered.
         """
         await self._drain(OBSERVER_DRAIN_S)
         await self._await_each("agentcore_stop")
@@ -252,16 +253,16 @@ class Hooks:
             if left <= 0:
                 break
             await asyncio.wait(busy, timeout=left)
-        stuck = [o for o in self._observers.values() if o.task is not None]
-        tasks = [o.task for o in stuck if o.task is not None]
-        for observer in stuck:
-            observer.stuck = True
-            observer.drop(len(observer.backlog))
-            observer.backlog.clear()
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            _, ignored = await asyncio.wait(tasks, timeout=within_s)
+        cancelled: list[asyncio.Task[None]] = []
+        for observer in self._observers.values():
+            if observer.task is not None:
+                observer.stuck = True
+                observer.dropped += len(observer.backlog)  # said once, below
+                observer.backlog.clear()
+                observer.task.cancel()
+                cancelled.append(observer.task)
+        if cancelled:
+            _, ignored = await asyncio.wait(cancelled, timeout=within_s)
             for task in ignored:
                 logger.error("{} ignored its cancellation at shutdown", task.get_name())
         for observer in self._observers.values():

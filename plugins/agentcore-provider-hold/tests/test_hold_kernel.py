@@ -272,7 +272,7 @@ async def test_a_retry_at_once_waits_for_the_hold_while_a_sink_is_stuck(
         ("start", "hold", 2),
         ("end", "hold", 2),
     ]
-    first, second = provider.starts()
+    _, second = provider.starts()
     assert second.at * 1000 >= hold["untilMs"] - 1
 
 

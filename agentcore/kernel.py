@@ -53,6 +53,7 @@ from agentcore.plugins import (
     instantiate,
 )
 from agentcore.providers import Provider, create_provider
+from agentcore.redaction import redact_value
 from agentcore.settings import (
     LoadedSettings,
     Settings,
@@ -270,7 +271,12 @@ class Kernel:
     # -- traces and waits ------------------------------------------------------------
 
     async def emit(self, type: str, **fields: Any) -> None:
-        self.hooks.trace(TraceEvent(type, fields))
+        self.emit_now(type, **fields)
+
+    def emit_now(self, type: str, **fields: Any) -> None:
+        """Every trace goes out here: its fields are redacted before any observer sees them.
+        It never waits for an observer, so plain functions may emit too."""
+        self.hooks.trace(TraceEvent(type, redact_value(fields)))
 
     @asynccontextmanager
     async def waiting(

@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from agentcore.traces import TraceEvent
-
 if TYPE_CHECKING:
     from agentcore.inference.calls import Attempt, Wait, WaitReason
     from agentcore.kernel import Kernel
@@ -178,11 +176,11 @@ class PluginContext:
 
     async def emit(self, type: str, **fields: Any) -> None:
         """Emit a trace event (camelCase fields) through `on_trace`; it never waits."""
-        self.emit_now(type, **fields)
+        await self.kernel.emit(type, **fields)
 
     def emit_now(self, type: str, **fields: Any) -> None:
         """`emit` for a plain function: observers never make the emitter wait."""
-        self.kernel.hooks.trace(TraceEvent(type, fields))
+        self.kernel.emit_now(type, **fields)
 
     @asynccontextmanager
     async def waiting(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from agentcore.hookspecs import hookimpl
-from agentcore.log import redact
+from agentcore.redaction import redact_log
 
 if TYPE_CHECKING:
     from agentcore.plugins import PluginContext
@@ -32,7 +32,7 @@ class TraceEvent:
 
     def to_json(self) -> str:
         """One line of JSON, with any known secret redacted."""
-        return redact(json.dumps(self.to_dict(), default=str, ensure_ascii=False))
+        return redact_log(json.dumps(self.to_dict(), default=str, ensure_ascii=False))
 
 
 class JsonlTraceSink:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +19,8 @@ from agentcore.inference import (
     Token,
 )
 from agentcore.providers.base import Provider
+from agentcore.providers.sse import SSEDecoder
+from agentcore.providers.wire import Translator
 
 KEY = "sk-test-secret-key-123456"
 KEY_ENV = "PROVIDER_TEST_KEY"
@@ -110,3 +113,29 @@ def invisible(events: list[StreamEvent], block: str) -> str:
     return "".join(
         e.text for e in events if isinstance(e, Token) and not e.visible and e.block == block
     )
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture(name: str) -> bytes:
+    """A recorded SSE body from ``tests/providers/fixtures``."""
+    return (FIXTURES / name).read_bytes()
+
+
+def translate(
+    translator: Translator, chunks: Sequence[bytes], cut: InferenceError | None = None
+) -> list[StreamEvent]:
+    """What a translator makes of a body delivered in `chunks`, with no HTTP: the driver's
+    loop, synchronously (`cut`: the body broke off after the last chunk)."""
+    decoder = SSEDecoder()
+    events: list[StreamEvent] = []
+    for chunk in chunks:
+        events += translator.feed(decoder.feed_tuples(chunk))
+        if translator.done:
+            break
+    else:
+        if cut is None:
+            events += translator.feed(decoder.close_tuples())
+    events += translator.end(cut)
+    return events

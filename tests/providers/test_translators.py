@@ -1,0 +1,80 @@
+"""Wire translators on recorded SSE bodies (``fixtures/*.sse``), with no HTTP at all."""
+
+from __future__ import annotations
+
+from providers_support import fixture, splits, terminal, translate, visible
+
+from agentcore.inference import (
+    BlockStart,
+    BlockStop,
+    Complete,
+    Failed,
+    TextBlock,
+    ThinkingBlock,
+    Token,
+    ToolUseBlock,
+    Usage,
+)
+from agentcore.providers.anthropic import AnthropicTranslator
+from agentcore.providers.errors import MID_STREAM
+
+
+def anthropic() -> AnthropicTranslator:
+    return AnthropicTranslator("anth", "claude-x")
+
+
+def test_anthropic_tool_use_recorded_at_every_split() -> None:
+    payload = fixture("anthropic_tool_use.sse")
+    for chunks in splits(payload, every=53):
+        events = translate(anthropic(), chunks)
+        end = terminal(events)
+        assert isinstance(end, Complete), (chunks, events)
+        response = end.response
+        assert response.content == [
+            ThinkingBlock(
+                "The user wants the weather; I should call the tool.",
+                "EqQBCgIYAhIM1gbcDa9GJwZA2b3h",
+            ),
+            TextBlock("Okay, let me check the weather in Z\u00fcrich."),
+            ToolUseBlock(
+                "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
+                "get_weather",
+                {"location": "Z\u00fcrich", "unit": "celsius"},
+            ),
+        ]
+        assert (response.stop.reason, response.stop.raw) == ("tool_use", "tool_use")
+        assert response.model_served == "claude-sonnet-4-5-20250929"
+        assert response.usage == Usage(472, 89, cache_read_tokens=128, cache_creation_tokens=0)
+        assert visible(events) == "Okay, let me check the weather in Z\u00fcrich."
+        assert BlockStart(2, "tool_use", "get_weather", "toolu_01T1x1fJ34qAmk2tNTrN7Up6") in events
+        stops = [e.index for e in events if isinstance(e, BlockStop)]
+        assert stops == [0, 1, 2]
+        assert all(e.visible == (e.block == "text") for e in events if isinstance(e, Token))
+
+
+def test_anthropic_error_event_recorded() -> None:
+    events = translate(anthropic(), [fixture("anthropic_overloaded.sse")])
+    end = terminal(events)
+    assert isinstance(end, Failed)
+    assert (end.error.kind, end.error.code, end.error.retryable) == (
+        "overloaded",
+        "overloaded_error",
+        True,
+    )
+    assert end.error.message == MID_STREAM + "Overloaded"
+    assert visible(events) == "Partial"
+
+
+def test_anthropic_body_that_ends_early_is_no_terminal() -> None:
+    payload = fixture("anthropic_tool_use.sse")
+    cut = payload[: payload.index(b"event: message_delta")]
+    end = terminal(translate(anthropic(), [cut]))
+    assert isinstance(end, Failed)
+    assert (end.error.kind, end.error.code) == ("network", "no_terminal")
+
+
+def test_anthropic_only_message_stop_lost_is_still_whole() -> None:
+    payload = fixture("anthropic_tool_use.sse")
+    cut = payload[: payload.index(b"event: message_stop")]
+    end = terminal(translate(anthropic(), [cut]))
+    assert isinstance(end, Complete) and end.response.stop.reason == "tool_use"

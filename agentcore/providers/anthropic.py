@@ -37,7 +37,6 @@ from agentcore.inference import (
     ToolUseBlock,
     UsageUpdate,
 )
-from agentcore.providers.base import normalize_stop
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import MID_STREAM, error_from_payload
 from agentcore.providers.sse import EventTuple
@@ -157,7 +156,7 @@ class AnthropicWire(Wire):
 class AnthropicTranslator(Translator):
     """One Messages API reply, streamed or whole."""
 
-    __slots__ = ("stop_reason", "stop_sequence", "text_parser", "unknown_stop")
+    __slots__ = ("stop_reason", "stop_sequence", "text_parser")
 
     def __init__(
         self,
@@ -166,8 +165,7 @@ class AnthropicTranslator(Translator):
         unknown_stop: str = "end_turn",
         text_parser: TextParser | None = None,
     ) -> None:
-        super().__init__(provider, model)
-        self.unknown_stop = unknown_stop
+        super().__init__(provider, model, unknown_stop)
         self.text_parser = text_parser
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None
@@ -248,13 +246,7 @@ class AnthropicTranslator(Translator):
         # "ping" and event types added later: nothing to do.
 
     def stop(self) -> StopInfo:
-        return normalize_stop(
-            self.provider,
-            self.stop_reason,
-            STOP_REASONS,
-            unknown_stop=self.unknown_stop,
-            sequence=self.stop_sequence,
-        )
+        return self.normalized_stop(self.stop_reason, STOP_REASONS, self.stop_sequence)
 
     def whole(self, data: Any) -> Response:
         if not isinstance(data, dict) or data.get("type") == "error" or "error" in data:

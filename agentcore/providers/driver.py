@@ -12,18 +12,23 @@ path: done, failed, or the consumer closed the stream early.
 
 HTTP is aiohttp's client: one `ClientSession` per provider, made on first use (it
 must be made inside the event loop), with ``[providers.NAME] max_connections`` as
-the connector's limit, the environment's proxies (``HTTP(S)_PROXY``, ``NO_PROXY``:
-``trust_env``), TLS verified against the system's CAs (``SSL_CERT_FILE`` honoured),
-and the connect and read timeouts from settings. The whole-request and progress
-timeouts are the kernel's, around any provider.
+the connector's limit (``max_keepalive_connections = 0``: no keep-alive), TLS
+verified against the system's CAs (``SSL_CERT_FILE`` honoured), and the connect and
+read timeouts from settings. The whole-request and progress timeouts are the
+kernel's, around any provider. The environment's proxy (``HTTP_PROXY``,
+``HTTPS_PROXY``, ``NO_PROXY``, credentials from ``.netrc``) is looked up once, for the
+base URL, with aiohttp's own rules: its ``trust_env`` would look it up on every call,
+in two trips to a worker thread, half a millisecond of CPU per call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from agentcore.inference import InferenceError, Request, Response, StreamEvent
@@ -53,6 +58,8 @@ class HTTPProvider:
         self._headers = {**wire.headers, "content-type": "application/json", **config.headers}
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._proxy: URL | None = None
+        self._proxy_auth: aiohttp.BasicAuth | None = None
 
     def _open_session(self) -> aiohttp.ClientSession:
         config = self._config
@@ -67,11 +74,12 @@ class HTTPProvider:
             sock_connect=config.connect_timeout_s,
             sock_read=config.read_timeout_s,
         )
+        with contextlib.suppress(LookupError):  # no proxy for this URL
+            self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self._base))
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
             headers=self._headers,
-            trust_env=True,
             cookie_jar=aiohttp.DummyCookieJar(),
         )
         return self._session
@@ -91,7 +99,11 @@ class HTTPProvider:
         """POST `call`; a non-2xx reply is read whole and raised as its typed error."""
         session = self._session or self._open_session()
         response = await session.post(
-            self._url(call.path), data=_json_body(call.body), allow_redirects=False
+            self._url(call.path),
+            data=_json_body(call.body),
+            allow_redirects=False,
+            proxy=self._proxy,
+            proxy_auth=self._proxy_auth,
         )
         if 200 <= response.status < 300:
             return response

@@ -51,6 +51,7 @@ from agentcore.inference import (
     Request,
     Response,
     StopInfo,
+    StopReason,
     StreamEvent,
     TextBlock,
     ThinkingBlock,
@@ -60,6 +61,7 @@ from agentcore.inference import (
     UsageUpdate,
 )
 from agentcore.log import register_secret
+from agentcore.providers.base import normalize_stop
 from agentcore.providers.sse import EventTuple
 from agentcore.settings import ProviderSettings
 
@@ -112,11 +114,23 @@ class Translator:
     with `Failed`, after whatever the batch had made before.
     """
 
-    __slots__ = ("blocks", "done", "failed", "finished", "model", "provider", "served", "usage")
+    __slots__ = (
+        "blocks",
+        "done",
+        "failed",
+        "finished",
+        "model",
+        "provider",
+        "served",
+        "unknown_stop",
+        "usage",
+    )
 
-    def __init__(self, provider: str, model: str) -> None:
+    def __init__(self, provider: str, model: str, unknown_stop: str = "end_turn") -> None:
         self.provider = provider
         self.model = model
+        self.unknown_stop = unknown_stop
+        """``[inference] unknown_stop``: what `normalized_stop` does with an unmapped token."""
         self.blocks = Blocks()
         self.usage = Usage()
         self.served: str | None = None
@@ -179,6 +193,14 @@ class Translator:
     def response(self, content: list[OutputBlock], stop: StopInfo) -> Response:
         served = self.served or self.model
         return Response(content, stop, self.usage, self.model, served, self.provider)
+
+    def normalized_stop(
+        self, token: str | None, mapping: Mapping[str, StopReason], sequence: str | None = None
+    ) -> StopInfo:
+        """`normalize_stop` for this call: the wire's mapping, the settings' unknown-stop rule."""
+        return normalize_stop(
+            self.provider, token, mapping, unknown_stop=self.unknown_stop, sequence=sequence
+        )
 
     def not_json(self, data: str) -> InferenceError:
         return InferenceError(

@@ -9,6 +9,7 @@ from agentcore.inference import (
     BlockStop,
     Complete,
     Failed,
+    InferenceError,
     TextBlock,
     ThinkingBlock,
     Token,
@@ -17,6 +18,7 @@ from agentcore.inference import (
 )
 from agentcore.providers.anthropic import AnthropicTranslator
 from agentcore.providers.errors import MID_STREAM
+from agentcore.providers.openai import OpenAITranslator
 
 
 def anthropic() -> AnthropicTranslator:
@@ -78,3 +80,68 @@ def test_anthropic_only_message_stop_lost_is_still_whole() -> None:
     cut = payload[: payload.index(b"event: message_stop")]
     end = terminal(translate(anthropic(), [cut]))
     assert isinstance(end, Complete) and end.response.stop.reason == "tool_use"
+
+
+def openai(stops: tuple[str, ...] = ()) -> OpenAITranslator:
+    return OpenAITranslator("oa", "gpt-x", stop_sequences=stops)
+
+
+def test_openai_tool_calls_recorded_at_every_split() -> None:
+    payload = fixture("openai_tool_calls.sse")
+    for chunks in splits(payload, every=97):
+        events = translate(openai(), chunks)
+        end = terminal(events)
+        assert isinstance(end, Complete), (chunks, events)
+        response = end.response
+        assert response.content == [
+            TextBlock("Let me check Z\u00fcrich and Oslo."),
+            ToolUseBlock("call_zurich", "get_weather", {"location": "Z\u00fcrich"}),
+            ToolUseBlock("call_oslo", "get_weather", {"location": "Oslo"}),
+        ]
+        assert (response.stop.reason, response.stop.raw) == ("tool_use", "tool_calls")
+        assert response.model_served == "gpt-4o-2024-08-06"
+        assert response.usage == Usage(82, 47, cache_read_tokens=64)
+        assert visible(events) == "Let me check Z\u00fcrich and Oslo."
+        starts = [e for e in events if isinstance(e, BlockStart)]
+        assert starts == [
+            BlockStart(0, "text"),
+            BlockStart(1, "tool_use", "get_weather", "call_zurich"),
+            BlockStart(2, "tool_use", "get_weather", "call_oslo"),
+        ]
+        assert [e.index for e in events if isinstance(e, BlockStop)] == [0, 1, 2]
+
+
+def test_openrouter_error_inside_a_200_recorded() -> None:
+    events = translate(openai(), [fixture("openrouter_error_mid_stream.sse")])
+    end = terminal(events)
+    assert isinstance(end, Failed)
+    assert (end.error.kind, end.error.retryable) == ("server", True)
+    assert end.error.message == MID_STREAM + "Provider disconnected unexpectedly"
+    assert visible(events) == "Partial"
+    thinking = [e for e in events if isinstance(e, Token) and e.block == "thinking"]
+    assert [e.text for e in thinking] == ["Thinking it "] and not thinking[0].visible
+
+
+def test_openai_usage_chunk_lost_after_the_finish_is_still_whole() -> None:
+    payload = fixture("openai_tool_calls.sse")
+    cut = payload[: payload.rindex(b"data: {")]  # up to the usage chunk
+    broken = InferenceError("network", "The connection to the provider broke mid-reply")
+    end = terminal(translate(openai(), [cut], cut=broken))
+    assert isinstance(end, Complete) and end.response.stop.reason == "tool_use"
+
+
+def test_a_cut_before_the_finish_fails_with_the_transport_error() -> None:
+    payload = fixture("openai_tool_calls.sse")
+    cut = payload[: payload.index(b": OPENROUTER")]
+    broken = InferenceError("network", "The connection to the provider broke mid-reply")
+    events = translate(openai(), [cut], cut=broken)
+    end = terminal(events)
+    assert isinstance(end, Failed) and end.error is broken
+    assert visible(events) == "Let me check Z\u00fcrich and Oslo."
+
+
+def test_feeding_after_the_end_adds_nothing() -> None:
+    translator = openai()
+    events = translate(translator, [fixture("openai_tool_calls.sse")])
+    assert isinstance(terminal(events), Complete)
+    assert translator.feed([("message", '{"choices": []}', None)]) == []

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
+from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
 from agentcore.inference import InferenceError, Request, Response, StreamEvent
@@ -219,7 +220,7 @@ def transport_error(exc: BaseException, *, provider: str, model: str) -> Inferen
             model=model,
         )
     if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
-        message = f"The connection to the provider broke mid-reply ({detail})"
+        message = f"The connection to the provider broke mid-reply ({_cut(exc, detail)})"
     elif isinstance(exc, aiohttp.ClientConnectorError):
         message = f"Could not connect to the provider ({detail})"
     elif isinstance(exc, aiohttp.ClientError | OSError):
@@ -233,3 +234,14 @@ def transport_error(exc: BaseException, *, provider: str, model: str) -> Inferen
             model=model,
         )
     return InferenceError("network", message, provider=provider, model=model)
+
+
+def _cut(exc: BaseException, detail: str) -> str:
+    """How a body was cut, in plain words rather than the library's exception reprs."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection"
+    if isinstance(exc.__cause__, TransferEncodingError):
+        return "the connection closed in the middle of a chunked body"
+    if isinstance(exc.__cause__, ContentLengthError):
+        return "the connection closed before the body's declared length came"
+    return detail

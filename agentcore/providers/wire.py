@@ -185,6 +185,13 @@ class Translator:
         out.append(Complete(self.response(self.blocks.content(), stop)))
         return out
 
+    def reply(self, data: Any) -> Response:
+        """`whole`, with a body of a shape the wire does not document raised as typed."""
+        try:
+            return self.whole(data)
+        except (AttributeError, TypeError, KeyError, IndexError) as exc:
+            raise self.unreadable(exc, "reply") from None
+
     def fail(self, error: InferenceError) -> Failed:
         self.failed = self.done = True
         return Failed(error)
@@ -211,11 +218,11 @@ class Translator:
             model=self.model,
         )
 
-    def unreadable(self, exc: Exception) -> InferenceError:
-        """A stream event that is JSON but not of the shape the wire format documents."""
+    def unreadable(self, exc: Exception, what: str = "stream event") -> InferenceError:
+        """A stream event (or reply) that is JSON but not of the shape the wire documents."""
         return InferenceError(
             "server",
-            f"The provider sent a stream event agentcore cannot read ({type(exc).__name__}: {exc})",
+            f"The provider sent a {what} agentcore cannot read ({type(exc).__name__}: {exc})",
             provider=self.provider,
             model=self.model,
         )

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentcore.inference import (
-    InferenceError,
+    BlockType,
     Message,
     OutputBlock,
     Request,
@@ -103,7 +103,9 @@ def _content(message: Message, names: dict[str, str]) -> dict[str, Any]:
             parts.append({"text": block.text})
         elif isinstance(block, ToolUseBlock):
             names[block.id] = block.name
-            parts.append({"functionCall": {"id": block.id, "name": block.name, "args": block.input}})
+            parts.append(
+                {"functionCall": {"id": block.id, "name": block.name, "args": block.input}}
+            )
         elif isinstance(block, ToolResultBlock):
             name = names.get(block.tool_use_id, "")
             result = {"id": block.tool_use_id, "name": name, "response": {"content": block.content}}
@@ -173,7 +175,13 @@ class GeminiTranslator(Translator):
                 if parts:
                     block = self.current
                     part = parts[0]
-                    if len(parts) == 1 and block is not None and block.type == "text" and len(part) == 1 and "text" in part:
+                    if (
+                        len(parts) == 1
+                        and block is not None
+                        and block.type == "text"
+                        and len(part) == 1
+                        and "text" in part
+                    ):
                         # The usual chunk: one more piece of the open text block.
                         text = part["text"]
                         block.parts.append(text)
@@ -216,22 +224,23 @@ class GeminiTranslator(Translator):
                 self.current = None
                 self.calls += 1
                 call_id = call.get("id") or f"call_{self.calls}"
-                block = blocks.start(out, blocks.next_index, "tool_use", call_id, call.get("name") or "")
+                block = blocks.start(
+                    out, blocks.next_index, "tool_use", call_id, call.get("name") or ""
+                )
                 blocks.add(out, block, json.dumps(call.get("args") or {}))
                 blocks.stop(out, block)
                 continue
             text = part.get("text")
-            if not isinstance(text, str):
-                continue
-            type = "thinking" if part.get("thought") else "text"
-            block = self.current
-            if block is None or block.type != type:
-                blocks.stop(out, block)
-                block = self.current = blocks.start(out, blocks.next_index, type)
-            if part.get("thoughtSignature") and type == "thinking":
-                block.signature = part["thoughtSignature"]
-            if text:
-                blocks.add(out, block, text)
+            if not isinstance(text, str) or not text:
+                continue  # an empty part (the finishing chunk's) starts no block
+            type: BlockType = "thinking" if part.get("thought") else "text"
+            current = self.current
+            if current is None or current.type != type:
+                blocks.stop(out, current)
+                current = self.current = blocks.start(out, blocks.next_index, type)
+            if type == "thinking" and part.get("thoughtSignature"):
+                current.signature = part["thoughtSignature"]
+            blocks.add(out, current, text)
 
     def stop(self) -> StopInfo:
         if self.finish == "STOP" and self.calls:

@@ -161,7 +161,7 @@ class ResponsesWire(Wire):
 class ResponsesTranslator(Translator):
     """One Responses reply, streamed or whole."""
 
-    __slots__ = ("items", "reason", "refused", "status")
+    __slots__ = ("calls", "items", "reason", "refused", "status")
 
     def __init__(self, provider: str, model: str, unknown_stop: str = "end_turn") -> None:
         super().__init__(provider, model, unknown_stop)
@@ -170,6 +170,8 @@ class ResponsesTranslator(Translator):
         self.status: str | None = None
         self.reason: str | None = None
         self.refused = False
+        self.calls = 0
+        """Tool calls in the reply: a completed one that has any ends ``tool_use``."""
 
     def read(self, events: list[EventTuple], out: list[StreamEvent]) -> None:
         loads = fast_loads
@@ -190,7 +192,9 @@ class ResponsesTranslator(Translator):
             else:
                 self._event(kind, event, out)
 
-    def _open(self, at: int, type: BlockType, out: list[StreamEvent], id: str = "", name: str = "") -> Block:
+    def _open(
+        self, at: int, type: BlockType, out: list[StreamEvent], id: str = "", name: str = ""
+    ) -> Block:
         """A new block for output item `at` (one item may hold a text and a refusal)."""
         self.blocks.stop(out, self.items.get(at))
         block = self.items[at] = self.blocks.start(out, self.blocks.next_index, type, id, name)
@@ -202,6 +206,7 @@ class ResponsesTranslator(Translator):
             block = self.items.get(event["output_index"])
             if block is None:
                 type: BlockType = "tool_use" if kind.startswith("response.f") else "thinking"
+                self.calls += type == "tool_use"
                 block = self._open(event["output_index"], type, out)
             self.blocks.add(out, block, event["delta"])
         elif kind == "response.refusal.delta":
@@ -230,6 +235,7 @@ class ResponsesTranslator(Translator):
         if kind == "reasoning":
             self._open(at, "thinking", out)
         elif kind == "function_call":
+            self.calls += 1
             self._open(at, "tool_use", out, item.get("call_id") or "", item.get("name") or "")
 
     def _item_done(self, at: int, item: dict[str, Any], out: list[StreamEvent]) -> None:
@@ -259,8 +265,7 @@ class ResponsesTranslator(Translator):
         if self.status == "completed":
             if self.refused:
                 return StopInfo("refusal", "completed")
-            calls = any(b.type == "tool_use" for b in self.blocks.by_index.values())
-            return StopInfo("tool_use" if calls else "end_turn", "completed")
+            return StopInfo("tool_use" if self.calls else "end_turn", "completed")
         return self.normalized_stop(self.reason or self.status, INCOMPLETE_REASONS)
 
     def whole(self, data: Any) -> Response:
@@ -281,6 +286,7 @@ class ResponsesTranslator(Translator):
             thinking = "".join(p.get("text", "") for p in parts)
             return [ThinkingBlock(thinking)] if thinking else []
         if kind == "function_call":
+            self.calls += 1
             arguments = item.get("arguments")
             arguments = json_object(arguments) if isinstance(arguments, str) else {}
             return [ToolUseBlock(item.get("call_id") or "", item.get("name") or "", arguments)]

@@ -31,6 +31,8 @@ DEFAULT_PROVIDERS: dict[str, str] = {
     "openai": "openai",
     "openrouter": "openrouter",
     "compat": "openai-compatible",
+    "responses": "openai-responses",
+    "gemini": "gemini",
 }
 """`write_settings`' default ``[providers.NAME]`` sections: NAME to kind."""
 

@@ -1,5 +1,5 @@
 """Fixtures for the end-to-end tests: a real host (`McplHost` on a kernel loaded from a
-settings file, every default plugin discovered), the loopback provider on both wires,
+settings file, every default plugin discovered), the loopback provider on every wire,
 and the scriptable MCPL server over a real stdio subprocess or a real WebSocket."""
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from agentcore.kernel import Kernel  # noqa: E402
 from agentcore.mcpl.host import McplHost  # noqa: E402
 from agentcore.testing import LoopbackServer  # noqa: E402
 
-PROVIDERS = {"a": "anthropic", "o": "openai"}
-MODELS = {"a": "a:claude-e2e", "o": "o:gpt-e2e"}
+PROVIDERS = {"a": "anthropic", "o": "openai", "r": "openai-responses", "g": "gemini"}
+MODELS = {"a": "a:claude-e2e", "o": "o:gpt-e2e", "r": "r:gpt-responses-e2e", "g": "g:gemini-e2e"}
 ROUTING: dict[str, Any] = {
     "default": MODELS["a"],
-    "by_feature": {"fs.a": MODELS["a"], "fs.o": MODELS["o"]},
+    "by_feature": {f"fs.{name}": model for name, model in MODELS.items()},
 }
 # Short waits everywhere, so that giving up after retries takes milliseconds.
 RETRY: dict[str, Any] = {

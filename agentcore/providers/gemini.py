@@ -231,15 +231,17 @@ class GeminiTranslator(Translator):
                 blocks.stop(out, block)
                 continue
             text = part.get("text")
-            if not isinstance(text, str) or not text:
-                continue  # an empty part (the finishing chunk's) starts no block
             type: BlockType = "thinking" if part.get("thought") else "text"
             current = self.current
+            signature = part.get("thoughtSignature") if type == "thinking" else None
+            if signature and current is not None and current.type == "thinking":
+                current.signature = signature  # it may come on a part of its own, empty
+            if not isinstance(text, str) or not text:
+                continue  # an empty part (the finishing chunk's) starts no block
             if current is None or current.type != type:
                 blocks.stop(out, current)
                 current = self.current = blocks.start(out, blocks.next_index, type)
-            if type == "thinking" and part.get("thoughtSignature"):
-                current.signature = part["thoughtSignature"]
+                current.signature = signature
             blocks.add(out, current, text)
 
     def stop(self) -> StopInfo:

@@ -175,15 +175,9 @@ class GeminiTranslator(Translator):
                 if parts:
                     block = self.current
                     part = parts[0]
-                    if (
-                        len(parts) == 1
-                        and block is not None
-                        and block.type == "text"
-                        and len(part) == 1
-                        and "text" in part
-                    ):
+                    text = part.get("text") if len(parts) == 1 and len(part) == 1 else None
+                    if text and block is not None and block.type == "text":
                         # The usual chunk: one more piece of the open text block.
-                        text = part["text"]
                         block.parts.append(text)
                         out.append(Token(text, "text", block.index, True))
                     else:

@@ -340,3 +340,15 @@ def test_gemini_request_body() -> None:
         "parametersJsonSchema": TOOL.input_schema,
     }
     assert body["tools"] == [{"functionDeclarations": [declaration]}]
+
+
+def test_gemini_finishing_chunk_with_an_empty_part_makes_no_token() -> None:
+    def text(piece: str) -> dict[str, object]:
+        return {"candidates": [{"content": {"parts": [{"text": piece}], "role": "model"}}]}
+
+    body = sse(
+        (None, text("Hello ")), (None, text("there")), (None, json.loads(chunk("STOP", "")[6:]))
+    )
+    events = translate(gemini(), [body])
+    assert [e.text for e in events if isinstance(e, Token)] == ["Hello ", "there"]
+    assert complete(events).response.content == [TextBlock("Hello there")]

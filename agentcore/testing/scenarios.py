@@ -69,6 +69,8 @@ class Scenario:
     timestamps: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
     ping: bool = True
+    echo_credentials: bool = False
+    """An error family's message is the request's credentials, echoed (`credentials_message`)."""
 
     def replace(self, **changes: Any) -> Scenario:
         """A copy with some fields changed: ``Scenario.text("hi").replace(model="m-2")``."""
@@ -301,6 +303,18 @@ class Scenario:
         return cls.http_error(401, message, code="invalid_api_key", **options)
 
     @classmethod
+    def echoes_credentials(
+        cls, *, mid_stream: bool = False, **options: Any
+    ) -> HttpError | StreamError:
+        """An error whose message repeats the request's credentials, as some OpenAI-compatible
+        servers do (``401 "Incorrect API key provided: Bearer sk-..."``): HTTP 401, or with
+        `mid_stream` text and then an error frame (`stream_error`'s shapes). For tests that
+        no key leaves the host."""
+        if mid_stream:
+            return StreamError(error_type="authentication_error", echo_credentials=True, **options)
+        return HttpError(status=401, code="invalid_api_key", echo_credentials=True, **options)
+
+    @classmethod
     def quota(
         cls,
         message: str = (
@@ -526,6 +540,19 @@ def usage_of(scenario: Scenario, text: str) -> Usage:
         scenario.input_tokens if scenario.input_tokens is not None else DEFAULT_INPUT_TOKENS,
         scenario.output_tokens if scenario.output_tokens is not None else count_words(text),
     )
+
+
+def credentials_message(headers: Mapping[str, str]) -> str:
+    """What a server that echoes credentials says: the request's Authorization value, then
+    every other credential it could carry (``x-api-key``, any ``x-*`` header, cookies)."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    echoed = [lowered["authorization"]] if "authorization" in lowered else []
+    echoed += [
+        f"{name}={value}"
+        for name, value in lowered.items()
+        if name == "cookie" or name.startswith("x-")
+    ]
+    return "Incorrect API key provided: " + "; ".join(echoed)
 
 
 def split_words(text: str) -> list[str]:

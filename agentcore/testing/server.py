@@ -17,7 +17,15 @@ from typing import Any
 
 from aiohttp import web
 
-from agentcore.testing.scenarios import Long, Play, Scenario, Stall, Unplayable, Wire
+from agentcore.testing.scenarios import (
+    Long,
+    Play,
+    Scenario,
+    Stall,
+    Unplayable,
+    Wire,
+    credentials_message,
+)
 from agentcore.testing.wires import refusal, render
 from agentcore.testing.wires.base import encode_frame
 
@@ -164,17 +172,20 @@ class LoopbackServer:
         sections: Mapping[str, Mapping[str, Any]] | None = None,
         key_env: str = API_KEY_ENV,
         per_provider_urls: bool = True,
+        headers: Mapping[str, str] | None = None,
     ) -> str:
         """A settings file with a ``[providers.NAME]`` for each NAME -> kind (default
         `DEFAULT_PROVIDERS`), each pointed at this server (at ``/p/NAME`` when
-        `per_provider_urls`, so `script(..., provider=NAME)` reaches it), plus
-        ``[inference]`` and any other `sections` (``{"retry": {"max_attempts": 2}}``)."""
+        `per_provider_urls`, so `script(..., provider=NAME)` reaches it) and sending
+        `headers`, plus ``[inference]`` and any other `sections`
+        (``{"retry": {"max_attempts": 2}}``)."""
         out: dict[str, Any] = {}
         out["providers"] = {
             name: {
                 "kind": kind,
                 "base_url": self.base_url(kind, name if per_provider_urls else None),
                 "api_key_env": key_env,
+                **({"headers": dict(headers)} if headers else {}),
             }
             for name, kind in (providers or DEFAULT_PROVIDERS).items()
         }
@@ -336,6 +347,8 @@ class LoopbackServer:
             body = raw.decode(errors="replace")
         scenario = self._next(provider)
         headers = {k.lower(): v for k, v in request.headers.items()}
+        if scenario is not None and scenario.echo_credentials:
+            scenario = scenario.replace(message=credentials_message(headers))
         call = Call(wire, provider, request.path, headers, body, scenario)
         if wire == "gemini":  # the model and the streaming are in the path
             call.model = request.match_info["model"]

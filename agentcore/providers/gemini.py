@@ -152,7 +152,7 @@ class GeminiWire(Wire):
 class GeminiTranslator(Translator):
     """One Gemini reply, streamed or whole."""
 
-    __slots__ = ("calls", "current", "finish")
+    __slots__ = ("calls", "current", "finish", "usage_seen")
 
     def __init__(self, provider: str, model: str, unknown_stop: str = "end_turn") -> None:
         super().__init__(provider, model, unknown_stop)
@@ -160,6 +160,8 @@ class GeminiTranslator(Translator):
         """The open text or thinking block."""
         self.finish: str | None = None
         self.calls = 0
+        self.usage_seen: Any = None
+        """The last ``usageMetadata`` (every chunk has one): read once, when the reply ends."""
 
     def read(self, events: list[EventTuple], out: list[StreamEvent]) -> None:
         loads = fast_loads
@@ -187,7 +189,14 @@ class GeminiTranslator(Translator):
                     self.finished = True
             else:
                 self._no_candidate(chunk)
-            self._meta(chunk, out)
+            served = chunk.get("modelVersion")
+            if served:
+                self.served = served
+            usage = chunk.get("usageMetadata")
+            if usage is not None:
+                self.usage_seen = usage
+                if self.finished:
+                    out.append(UsageUpdate(replace(self._usage())))
 
     def _no_candidate(self, chunk: dict[str, Any], status: int | None = None) -> None:
         """A chunk with no candidate: an error, or a prompt blocked before any output."""
@@ -201,13 +210,9 @@ class GeminiTranslator(Translator):
             self.finish = blocked
             self.finished = True
 
-    def _meta(self, chunk: dict[str, Any], out: list[StreamEvent]) -> None:
-        self.served = chunk.get("modelVersion") or self.served
-        usage = chunk.get("usageMetadata")
-        if usage:
-            self.usage = _usage(usage, Usage())
-            if self.finished:
-                out.append(UsageUpdate(replace(self.usage)))
+    def _usage(self) -> Usage:
+        self.usage = _usage(self.usage_seen, Usage())
+        return self.usage
 
     def _parts(self, parts: list[dict[str, Any]], out: list[StreamEvent]) -> None:
         blocks = self.blocks
@@ -239,6 +244,7 @@ class GeminiTranslator(Translator):
             blocks.add(out, current, text)
 
     def stop(self) -> StopInfo:
+        self._usage()  # the last counts, whenever it came
         if self.finish == "STOP" and self.calls:
             return StopInfo("tool_use", "STOP")
         return self.normalized_stop(self.finish, FINISH_REASONS)
@@ -255,7 +261,8 @@ class GeminiTranslator(Translator):
             self.finish = candidate.get("finishReason")
         else:
             self._no_candidate(data, status=200)
-        self._meta(data, [])
+        self.served = data.get("modelVersion") or self.served
+        self.usage_seen = data.get("usageMetadata")
         return self.response(content, self.stop())
 
     def _whole_part(self, part: dict[str, Any]) -> list[OutputBlock]:

@@ -13,7 +13,7 @@ import sys
 import time
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 from rich.console import Console
@@ -255,12 +255,13 @@ def mcpl() -> None:
 
 @mcpl.command("digest")
 @click.argument("file", required=False, type=click.File("rb"))
-def mcpl_digest(file: Any) -> None:
+def mcpl_digest(file: BinaryIO | None) -> None:
     """The MCPL §17.2 revision of a manifest (the `experimental.mcpl` object as JSON) read
     from FILE, or from stdin without one. A refused input exits 1 saying why."""
     from agentcore.mcpl.digest import DigestRefused, manifest_digest
 
-    data = (file or click.get_binary_stream("stdin")).read()
+    source = file if file is not None else sys.stdin.buffer
+    data = source.read()
     try:
         manifest = json.loads(data, parse_constant=_no_json_constant)
     except ValueError as exc:  # not JSON, not UTF-8, or NaN/Infinity

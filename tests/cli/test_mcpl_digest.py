@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 VECTORS: dict[str, Any] = json.loads(
-    (
-        Path(__file__).parents[1] / "mcpl" / "fixtures" / "manifest-digest-vectors.json"
-    ).read_text()
+    (Path(__file__).parents[1] / "mcpl" / "fixtures" / "manifest-digest-vectors.json").read_text()
 )
 BY_NAME = {v["name"]: v for v in VECTORS["vectors"]}
 

@@ -137,7 +137,9 @@ class McplHost:
             try:
                 loaded = reload_settings(self.kernel.loaded)
             except SettingsError as exc:
-                logger.error("reload: {} was not applied, nothing changed: {}", path, exc)
+                logger.error(
+                    "reload: {} was not applied, nothing changed: {}", path, "; ".join(exc.problems)
+                )
                 return False
             logger.info("reload: applying {}", path)
             old = self.kernel.loaded.settings.model_dump(exclude={"mcpl": {"servers"}})

@@ -636,7 +636,9 @@ class ServerConnection:
             self.receipt = receipt
             fallback = self._refusal(receipt)
             if fallback is not None:
-                self._state = "refused"  # §6.7: MCPL off; the grant is never widened
+                # §6.7 and §3.2: MCPL is off for this session; nothing is widened.
+                self._state = "refused"
+                self._grant = frozenset()
                 self._outbound_allowed.clear()
                 return "close" if fallback == "close" else "refused"
             self._acknowledged = step.params
@@ -702,23 +704,19 @@ class ServerConnection:
         step = self._narrow(cause)
         if step.removed or step.degraded:
             await self._trace_policy(step, removed=step.removed, disabled=step.degraded)
+        narrowed = self._grant
         outcome = await self._tell(peer, step)
         if outcome == "accepted" and (step.pending or step.pending_sets):
             await self._trace_policy(
                 step, added=step.pending, enabled=step.pending_sets, receipt=outcome
             )
         elif outcome in ("refused", "close"):
-            await self._trace_policy(
-                step, removed=self._grant_before_refusal(step), receipt=outcome
-            )
+            await self._trace_policy(step, removed=narrowed, receipt=outcome)
         elif outcome == "unanswered" and (step.pending or step.pending_sets):
             await self._trace_policy(step, receipt=outcome, withheld=step.pending)
         if outcome == "close":
             self._spawn_close("the server refused the host's policy and asked to close")
         return outcome
-
-    def _grant_before_refusal(self, step: PolicyStep) -> frozenset[str]:
-        return step.grant - step.pending  # what was in force: MCPL is now off
 
     async def _trace_policy(
         self,

@@ -1,12 +1,16 @@
-"""`agentcore serve` (a real subprocess) re-reading its settings on SIGHUP, over stdio and
-WebSocket: a narrowed grant is refused as soon as the `featureSets/update` Request is out
-(before the server's receipt), a file that no longer validates changes nothing and the log
-says why, a widened grant is allowed once the server's receipt has come, and every change
-is traced as `mcpl:policy_change` in the JSONL file."""
+"""`agentcore serve` (a real subprocess) living with change, over stdio and WebSocket.
+
+On SIGHUP it re-reads its settings: a narrowed grant is refused as soon as the
+`featureSets/update` Request is out (before the server's receipt), a file that no longer
+validates changes nothing and the log says why, a widened grant is allowed once the
+server's receipt has come, and every change is traced as `mcpl:policy_change` in the JSONL
+file. And it follows a server's manifest change (§17) and answers its push events (§9)
+as a host without an event plugin does."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import signal
 from collections.abc import Callable
@@ -16,8 +20,10 @@ from typing import Any
 from e2e_rig import PROVIDERS, settings_sections
 from e2e_support import (
     FULL_GRANT,
+    MANIFEST,
     TIMEOUT_S,
     Hub,
+    ServerScript,
     finish,
     hold_policy_updates,
     rewrite_settings,
@@ -25,6 +31,7 @@ from e2e_support import (
     until,
 )
 
+from agentcore.mcpl.digest import manifest_digest
 from agentcore.testing import LoopbackServer
 
 DENIED = {
@@ -122,3 +129,64 @@ async def test_serve_applies_a_changed_grant_on_sighup(
         {"serverId": "srv", "added": [], "removed": ["modelInfo"], "receipt": "pending"},
         {"serverId": "srv", "added": ["modelInfo"], "removed": [], "receipt": "accepted"},
     ]
+
+
+async def test_serve_follows_a_manifest_change_and_answers_push_events(
+    hub: Hub,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "traces.jsonl"
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["pushEvents"] = True
+    manifest["featureSets"]["fs.push"] = {"description": "events", "uses": ["pushEvents"]}
+    hub.scripts["srv"] = ServerScript(manifest=manifest)
+    settings = loopback_settings(
+        PROVIDERS,
+        sections={
+            **settings_sections(hub, {"srv": hub.config("srv", [*FULL_GRANT, "pushEvents"])}),
+            "traces": {"jsonl": str(log)},
+        },
+    )
+    process = await serve(settings)
+    try:
+        session = await hub.next_session()
+        await session.ready.wait()
+        push = {
+            "featureSet": "fs.push",
+            "eventId": "evt_1",
+            "timestamp": "2026-01-23T10:30:00Z",
+            "payload": {"content": [{"type": "text", "text": "hello"}]},
+        }
+        # serve has no plugin that acts on events: refused, with a reason.
+        answer = await session.call("push/event", push)
+        assert answer.result == {
+            "accepted": False,
+            "reason": "no plugin on this host acts on push events",
+        }
+        changed = copy.deepcopy(manifest)
+        del changed["featureSets"]["fs.push"]
+        changed["revision"] = manifest_digest(changed)
+        session.script.manifest = changed
+        await session.notify(
+            "mcpl/manifestChanged", {"revision": changed["revision"], "domains": ["featureSets"]}
+        )
+        await until(lambda: log.exists() and "mcpl:manifest_change" in log.read_text())
+        gone = await session.call("push/event", {**push, "eventId": "evt_2"})
+        assert gone.error["code"] == -32003
+        process.send_signal(signal.SIGTERM)
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    [receipt] = [
+        t
+        for t in map(json.loads, log.read_text().splitlines())
+        if t["type"] == "mcpl:manifest_change"
+    ]
+    assert receipt["impacts"] == [
+        {"impact": "feature-degraded", "disposition": "applied", "featureSet": "fs.push"}
+    ]
+    assert "manifest changed: domains featureSets" in stderr

@@ -314,7 +314,7 @@ class Reloads:
 
     def serving(self) -> None:
         self._serving = True
-        for _ in range(min(self._waiting, 1)):  # several early signals: one reload suffices
+        if self._waiting:  # one reload reads the file as it is now, however many signals
             self._spawn()
         self._waiting = 0
 

@@ -12,14 +12,12 @@ change, traced as `mcpl:manifest_change`. Notifications are rate-limited (§17.8
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Callable
 from typing import Any
 
 from e2e_rig import Rig, RigFactory
 from e2e_support import MANIFEST, ServerScript, ServerSession, hold_policy_updates, until
 
-from agentcore.mcpl.connection import DEFAULT_MANIFEST_FETCH_INTERVAL_S
 from agentcore.mcpl.digest import manifest_digest
 from agentcore.testing import Scenario
 
@@ -227,14 +225,7 @@ async def test_a_flood_of_change_notifications_is_rate_limited(
     # One real change after the flood; its receipt ends the test.
     await announce(r.server, lambda m: m["featureSets"].pop("fs.plain"))
     await until(lambda: receipts(r))
-    # Without coalescing each notice is a fetch (51); with it the flood shares one or two,
-    # and fetches are never closer together than the limit (a lower bound: load only
-    # spreads them further apart).
+    # Without coalescing each notice is a fetch (51); with it the flood shares one or two.
     assert 2 <= len(fetches("mcpl/manifest")) <= 3
-    arrivals = [
-        item.at for item in r.server.received if item.message.get("method") == "mcpl/manifest"
-    ]
-    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
-    assert min(gaps) >= 0.9 * DEFAULT_MANIFEST_FETCH_INTERVAL_S
     assert any("dropped, one fetch made" in line for line in log_lines)
     assert len(receipts(r)) == 1

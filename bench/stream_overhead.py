@@ -9,7 +9,7 @@ by the loopback server (`agentcore.testing`, on its own thread) and consumed by
   (d) LiteLLM's `acompletion(stream=True)`,
 
 in one run; (a) reads through httpx's default transport (httpcore), (b) through the
-adapters' `StreamTransport` under httpx. CPU is `time.thread_time()` of the consuming
+providers' streaming driver on aiohttp. CPU is `time.thread_time()` of the consuming
 thread, so the server's own work is not counted. Start-up is taken out by running two
 sizes and dividing the difference in CPU by the difference in chunks; each size is run
 a few times,

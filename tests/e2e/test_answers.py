@@ -37,12 +37,12 @@ PROGRESS = (
 )
 FINISH_ERROR = "The provider ended the inference with an error (finish_reason 'error')"
 BROKE = (
-    "The connection to the provider broke mid-reply (peer closed connection without "
-    "sending complete message body (incomplete chunked read))"
+    "The connection to the provider broke mid-reply "
+    "(the connection closed in the middle of a chunked body)"
 )
 BROKE_WHOLE = re.compile(
-    r"The connection to the provider broke mid-reply \(peer closed connection without "
-    r"sending complete message body \(received \d+ bytes, expected \d+\)\)"
+    r"The connection to the provider broke mid-reply "
+    r"\(the connection closed before the body's declared length came\)"
 )
 ENDED = "The inference stream ended without a result"  # the adapters' words and the kernel's
 NOT_JSON = re.compile(r"The provider's reply is not JSON: '\{.*'")

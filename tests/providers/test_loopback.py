@@ -26,7 +26,7 @@ from agentcore.inference import (
     ToolUseBlock,
 )
 from agentcore.kernel import Kernel
-from agentcore.providers.http import MID_STREAM
+from agentcore.providers.errors import MID_STREAM
 from agentcore.providers.openai import FINISH_ERROR
 from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
 

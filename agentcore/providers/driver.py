@@ -139,7 +139,7 @@ class HTTPProvider:
                 provider=self.name,
                 model=model,
             ) from None
-        return translator.whole(data)
+        return translator.reply(data)
 
     # -- streamed --------------------------------------------------------------------------
 
@@ -189,14 +189,18 @@ async def _replay_body(
 ) -> list[StreamEvent]:
     """The events of a JSON body that came where a stream was asked for: a whole reply,
     or the error object it holds; a body that is not JSON fails."""
-    raw = await response.read()
+    try:
+        raw = await response.read()
+    except _TRANSPORT_ERRORS as exc:
+        error = transport_error(exc, provider=translator.provider, model=translator.model)
+        return [translator.fail(error)]
     text = raw.decode(errors="replace")
     try:
         data = json.loads(text)
     except ValueError:
         return [translator.fail(translator.not_json(text))]
     try:
-        return replay(translator.whole(data))
+        return replay(translator.reply(data))
     except InferenceError as error:
         return [translator.fail(error)]
 

@@ -17,9 +17,10 @@ How to add a wire, say ``kind = "acme"`` (one module, ``providers/acme.py``):
    returns the `HttpCall`; ``translator(request, model)`` a fresh ``AcmeTranslator``.
 2. ``class AcmeTranslator(Translator)``: ``read(events, out)`` handles a batch of
    decoded ``(event, data, id)`` tuples, building the reply in `self.blocks` (the
-   shared `Blocks` assembler) and appending stream events to `out`; it sets
-   `finished` once the reply is whole (the stop reason came) and `done` once nothing
-   more needs reading, and raises `InferenceError` for an error the stream reports.
+   shared `Blocks` assembler, `agentcore.providers.blocks`) and appending stream
+   events to `out`; it sets `finished` once the reply is whole (the stop reason came)
+   and `done` once nothing more needs reading, and raises `InferenceError` for an
+   error the stream reports.
    ``stop()`` maps the stop token (`normalize_stop`); ``whole(data)`` reads a whole
    reply (raising the error object a 200 may hold).
 3. ``class AcmeProvider(HTTPProvider)`` whose ``__init__(name, config, inference)``
@@ -36,14 +37,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from agentcore.inference import (
     NO_RESULT_MESSAGE,
     NO_TERMINAL,
     BlockStart,
     BlockStop,
-    BlockType,
     Complete,
     Failed,
     InferenceError,
@@ -61,6 +61,7 @@ from agentcore.inference import (
     UsageUpdate,
 )
 from agentcore.providers.base import normalize_stop
+from agentcore.providers.blocks import Block, Blocks, TextParser, json_object
 from agentcore.providers.errors import excerpt
 from agentcore.providers.sse import EventTuple
 from agentcore.redaction import register_secret
@@ -185,6 +186,13 @@ class Translator:
         out.append(Complete(self.response(self.blocks.content(), stop)))
         return out
 
+    def reply(self, data: Any) -> Response:
+        """`whole`, with a body of a shape the wire does not document raised as typed."""
+        try:
+            return self.whole(data)
+        except (AttributeError, TypeError, KeyError, IndexError) as exc:
+            raise self.unreadable(exc, "reply") from None
+
     def fail(self, error: InferenceError) -> Failed:
         self.failed = self.done = True
         return Failed(error)
@@ -211,11 +219,11 @@ class Translator:
             model=self.model,
         )
 
-    def unreadable(self, exc: Exception) -> InferenceError:
-        """A stream event that is JSON but not of the shape the wire format documents."""
+    def unreadable(self, exc: Exception, what: str = "stream event") -> InferenceError:
+        """A stream event (or reply) that is JSON but not of the shape the wire documents."""
         return InferenceError(
             "server",
-            f"The provider sent a stream event agentcore cannot read ({type(exc).__name__}: {exc})",
+            f"The provider sent a {what} agentcore cannot read ({type(exc).__name__}: {exc})",
             provider=self.provider,
             model=self.model,
         )
@@ -225,92 +233,6 @@ class Translator:
         return InferenceError(
             "network", NO_RESULT_MESSAGE, code=NO_TERMINAL, provider=self.provider, model=self.model
         )
-
-
-# -- the block assembler ----------------------------------------------------------------------
-
-
-class Block:
-    """One output block being streamed: its pieces so far, built once at its stop."""
-
-    __slots__ = ("id", "ignored", "index", "name", "parts", "signature", "stopped", "type")
-
-    def __init__(self, index: int, type: BlockType, id: str = "", name: str = "") -> None:
-        self.index = index
-        self.type: BlockType = type
-        self.parts: list[str] = []
-        self.id = id
-        self.name = name
-        self.signature: str | None = None
-        self.stopped = False
-        self.ignored = False
-
-    def build(self) -> OutputBlock:
-        text = "".join(self.parts)
-        if self.type == "text":
-            return TextBlock(text)
-        if self.type == "thinking":
-            return ThinkingBlock(text, self.signature)
-        return ToolUseBlock(self.id, self.name, json_object(text))
-
-
-class Blocks:
-    """The reply's blocks by index, in the order they started: one assembler for every wire.
-
-    A wire whose format numbers blocks (Anthropic) passes its indexes; one that does
-    not (chat completions) takes `next_index`. Block types the normalized model has no
-    place for are `ignore`d: their deltas are dropped and they are not in the reply.
-    """
-
-    __slots__ = ("by_index",)
-
-    def __init__(self) -> None:
-        self.by_index: dict[int, Block] = {}
-
-    @property
-    def next_index(self) -> int:
-        return len(self.by_index)
-
-    def start(
-        self, out: list[StreamEvent], index: int, type: BlockType, id: str = "", name: str = ""
-    ) -> Block:
-        block = self.by_index[index] = Block(index, type, id, name)
-        if type == "tool_use":
-            out.append(BlockStart(index, type, name, id))
-        else:
-            out.append(BlockStart(index, type))
-        return block
-
-    def ignore(self, index: int) -> None:
-        block = self.by_index[index] = Block(index, "text")
-        block.ignored = block.stopped = True
-
-    def add(self, out: list[StreamEvent], block: Block, text: str) -> None:
-        """One more piece of `block`'s text, and its token (visible only for text)."""
-        block.parts.append(text)
-        out.append(Token(text, block.type, block.index, block.type == "text"))
-
-    def stop(self, out: list[StreamEvent], block: Block | None) -> None:
-        if block is not None and not block.stopped:
-            block.stopped = True
-            out.append(BlockStop(block.index, block.build()))
-
-    def close(self, out: list[StreamEvent]) -> None:
-        """Stop every block still open, so starts and stops pair up before the terminal."""
-        for index in sorted(self.by_index):
-            self.stop(out, self.by_index[index])
-
-    def content(self) -> list[OutputBlock]:
-        return [
-            self.by_index[i].build() for i in sorted(self.by_index) if not self.by_index[i].ignored
-        ]
-
-
-class TextParser(Protocol):
-    """Reads a text block's deltas for what the model wrote in a syntax of its own (a later
-    XML tool mode: tool calls as XML in the text), appending the events they make."""
-
-    def feed(self, blocks: Blocks, block: Block, text: str, out: list[StreamEvent]) -> None: ...
 
 
 # -- small helpers every wire uses --------------------------------------------------------------
@@ -333,18 +255,6 @@ def fast_loads(text: str) -> Any:
     if end != len(text):
         return json.loads(text)
     return value
-
-
-def json_object(raw: str) -> dict[str, Any]:
-    """Accumulated tool input (arguments) JSON; ``{}`` when there is none or it was cut off
-    mid-way, ``{"value": ...}`` when it is JSON but not an object."""
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {"value": value}
 
 
 def read_usage(data: Any, into: Usage, fields: Mapping[str, str]) -> Usage:

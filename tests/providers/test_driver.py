@@ -335,3 +335,33 @@ def test_the_driver_runs_on_uvloop() -> None:
             return end.response.text
 
     assert uvloop.run(main()) == "Hello there"
+
+
+async def test_a_json_body_cut_where_a_stream_was_asked_fails_typed() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + WHOLE[:10])
+        await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        end = terminal(await collect(local))
+    assert isinstance(end, Failed) and end.error.kind == "network"
+    assert "broke mid-reply" in end.error.message
+
+
+async def test_a_whole_reply_of_an_odd_shape_fails_typed() -> None:
+    odd = json.dumps({"choices": [{"message": {"tool_calls": [7]}}]}).encode()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            await server.read_request(reader)
+            writer.write(whole(odd))
+            await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        with pytest.raises(InferenceError) as info:
+            await local.complete(request(), "m")
+        end = terminal(await collect(local))  # the same body where a stream was asked
+    assert info.value.kind == "server"
+    assert info.value.message.startswith("The provider sent a reply agentcore cannot read")
+    assert isinstance(end, Failed) and end.error.message == info.value.message

@@ -27,11 +27,16 @@ from agentcore.kernel import Kernel  # noqa: E402
 from agentcore.mcpl.host import McplHost  # noqa: E402
 from agentcore.testing import LoopbackServer  # noqa: E402
 
-PROVIDERS = {"a": "anthropic", "o": "openai"}
-MODELS = {"a": "a:claude-e2e", "o": "o:gpt-e2e"}
+# x: the anthropic wire in XML tool mode.
+PROVIDERS: dict[str, Any] = {
+    "a": "anthropic",
+    "o": "openai",
+    "x": {"kind": "anthropic", "tool_mode": "xml"},
+}
+MODELS = {"a": "a:claude-e2e", "o": "o:gpt-e2e", "x": "x:claude-xml-e2e"}
 ROUTING: dict[str, Any] = {
     "default": MODELS["a"],
-    "by_feature": {"fs.a": MODELS["a"], "fs.o": MODELS["o"]},
+    "by_feature": {"fs.a": MODELS["a"], "fs.o": MODELS["o"], "fs.x": MODELS["x"]},
 }
 # Short waits everywhere, so that giving up after retries takes milliseconds.
 RETRY: dict[str, Any] = {

@@ -25,6 +25,7 @@ from conftest import MODELS, RigFactory
 
 from agentcore import hookimpl
 from agentcore.inference import Complete, UsageUpdate
+from agentcore.providers.xml_parser import PREFIX
 from agentcore.testing import Scenario
 
 WIRES = ("a", "o")  # provider names: a = anthropic wire, o = openai wire
@@ -71,6 +72,8 @@ class Case:
     error: str | re.Pattern[str] | None = None
     inference: dict[str, Any] = field(default_factory=dict)
     plugins: dict[str, object] = field(default_factory=dict)
+    cut_short: bool = False
+    """The host closed the provider call while the provider was still writing."""
 
     @property
     def id(self) -> str:
@@ -97,14 +100,21 @@ class DropTerminal:
         return None
 
 
+def expand(row: str, wires: Sequence[str], modes: Sequence[bool], **kw: Any) -> list[Case]:
+    """One case per wire and mode; a callable value is called with (wire, stream)."""
+    out: list[Case] = []
+    for wire in wires:
+        for stream in modes:
+            values = {k: (v(wire, stream) if callable(v) else v) for k, v in kw.items()}
+            out.append(Case(row, wire, stream, **values))
+    return out
+
+
 def cases() -> list[Case]:
     out: list[Case] = []
 
     def add(row: str, wires: Sequence[str], modes: Sequence[bool], **kw: Any) -> None:
-        for wire in wires:
-            for stream in modes:
-                values = {k: (v(wire, stream) if callable(v) else v) for k, v in kw.items()}
-                out.append(Case(row, wire, stream, **values))
+        out.extend(expand(row, wires, modes, **kw))
 
     both = (True, False)
     streamed = (True,)
@@ -379,7 +389,254 @@ def cases() -> list[Case]:
     return out
 
 
-CASES = cases()
+# -- XML tool mode (provider x): the reference's XML list ---------------------------------
+
+XML = ("x",)
+XML_TOOL = "The model called a tool (search_notes), and inference/request offers none"
+XML_MARKUP = "The model wrote tool-call markup, and inference/request offers no tools"
+XML_OPEN = (
+    "The model's output ended with a tool-call block still open, "
+    "and inference/request offers no tools"
+)
+CALL_BLOCK = (
+    '\n<function_calls>\n<invoke name="search_notes">\n'
+    '<parameter name="query">tides</parameter>\n</invoke>\n'
+)
+
+
+def said(*chunks: str, stop: str = "end_turn", **options: Any) -> Scenario:
+    """The model's text in exactly these deltas (a whole reply carries it in one piece);
+    the first starts with the space a model writes after the open turn's ``Assistant:``."""
+    return Scenario.text("".join(chunks), chunks=chunks, stop=stop, model=SERVED, **options)
+
+
+def prefixed(markup: str) -> str:
+    """The markup with its tags in the ``antml:`` form, which no stop sequence matches."""
+    for name in ("function_calls", "invoke", "parameter"):
+        markup = markup.replace(f"<{name}", f"<{PREFIX}{name}")
+        markup = markup.replace(f"</{name}", f"</{PREFIX}{name}")
+    return markup
+
+
+def xml_cases() -> list[Case]:
+    both = (True, False)
+    summary = said(" A summ", "ary of the notes.", input_tokens=9, output_tokens=6)
+    out = expand(
+        "xml_end_turn",
+        XML,
+        both,
+        scenarios=(summary,),
+        calls=1,
+        chunks=("A summ", "ary of the notes."),
+        result=result("A summary of the notes.", "end_turn", 9, 6),
+    )
+    out += expand(
+        "xml_max_tokens",
+        XML,
+        both,
+        scenarios=(said(" A summ", "ary of", stop="max_tokens", output_tokens=64),),
+        calls=1,
+        chunks=("A summ", "ary of"),
+        result=result("A summary of", "max_tokens", 12, 64),
+    )
+    out += expand(
+        "xml_stop_sequence",
+        XML,
+        both,
+        scenarios=(
+            said(" A summ", "ary.", stop="stop_sequence", sequence="\nUser:", output_tokens=3),
+        ),
+        calls=1,
+        chunks=("A summ", "ary."),
+        result=result("A summary.", "stop_sequence", 12, 3),
+    )
+    out += expand(
+        "xml_provider_error_partway",
+        XML,
+        (True,),
+        scenarios=(Scenario.stream_error(" A summ", chunks=(" A summ",)), summary),
+        calls=1,
+        chunks=("A summ",),
+        error="The provider reported an error mid-stream: Overloaded",
+    )
+    out += expand(
+        "xml_provider_error",
+        XML,
+        (False,),
+        scenarios=(Scenario.stream_error(" A summ"), Scenario.stream_error(" A summ")),
+        calls=2,
+        error="The provider answered HTTP 529: Overloaded",
+    )
+    out += expand(
+        "xml_timeout_partway",
+        XML,
+        (True,),
+        scenarios=(Scenario.stall(" A summ", chunks=(" A summ",)), summary),
+        calls=1,
+        chunks=("A summ",),
+        error=PROGRESS,
+    )
+    out += expand(
+        "xml_timeout",
+        XML,
+        (False,),
+        scenarios=(Scenario.stall(), Scenario.stall()),
+        calls=2,
+        error="The attempt took longer than 0.3 s ([inference] request_timeout_s)",
+        inference={"request_timeout_s": 0.3},
+    )
+    out += expand(
+        "xml_refusal",
+        XML,
+        both,
+        scenarios=(said(" I can't", " help with that.", stop="refusal"),),
+        calls=1,
+        chunks=("I can't", " help with that."),
+        error=REFUSED,
+    )
+    out += expand(
+        "xml_finish_reason_error",
+        XML,
+        both,
+        scenarios=(said(" A summ", raw_stop="error"),),
+        calls=1,
+        chunks=("A summ",),
+        error=FINISH_ERROR,
+    )
+    # The provider stops at </function_calls> and does not echo it: the block closes there.
+    out += expand(
+        "xml_tool_call",
+        XML,
+        both,
+        scenarios=(
+            said(
+                " Let me look.",
+                CALL_BLOCK[:10],
+                CALL_BLOCK[10:],
+                stop="stop_sequence",
+                sequence="</function_calls>",
+            ),
+        ),
+        calls=1,
+        chunks=("Let me look.", "\n"),
+        error=XML_TOOL,
+    )
+    # The model closes the block itself, in the prefixed form no stop sequence matches, and
+    # writes on (results it made up), then the provider stalls: the host reads the call,
+    # closes the provider call at once, and answers.
+    written_close = prefixed(CALL_BLOCK + "</function_calls>")
+    out += expand(
+        "xml_tool_call_provider_writes_on",
+        XML,
+        (True,),
+        scenarios=(
+            Scenario.stall(
+                "",
+                chunks=(" Let me look.", written_close, "\n<function_results>sunny"),
+                model=SERVED,
+            ),
+        ),
+        calls=1,
+        chunks=("Let me look.", "\n"),
+        error=XML_TOOL,
+        cut_short=True,
+    )
+    out += expand(
+        "xml_tool_call_provider_writes_on",
+        XML,
+        (False,),
+        scenarios=(said(" Let me look.", written_close, "\n<function_results>made up"),),
+        calls=1,
+        error=XML_TOOL,
+    )
+    out += expand(
+        "xml_tool_call_cut_at_max_tokens",
+        XML,
+        both,
+        scenarios=(said(" On it.", CALL_BLOCK[:60], stop="max_tokens"),),
+        calls=1,
+        chunks=("On it.", "\n"),
+        error=XML_OPEN,
+    )
+    out += expand(
+        "xml_empty_block",
+        XML,
+        both,
+        scenarios=(
+            said(
+                " Hmm.",
+                "\n<function_calls>\n",
+                stop="stop_sequence",
+                sequence="</function_calls>",
+            ),
+        ),
+        calls=1,
+        chunks=("Hmm.", "\n"),
+        error=XML_MARKUP,
+    )
+    out += expand(
+        "xml_invoke_without_name",
+        XML,
+        both,
+        scenarios=(
+            said(
+                " Hmm.",
+                CALL_BLOCK.replace(' name="search_notes"', ""),
+                stop="stop_sequence",
+                sequence="</function_calls>",
+            ),
+        ),
+        calls=1,
+        chunks=("Hmm.", "\n"),
+        error=XML_MARKUP,
+    )
+    out += expand(
+        "xml_prose_names_function_calls",
+        XML,
+        both,
+        scenarios=(said(" To call a tool I write ", "<function_calls> and wait."),),
+        calls=1,
+        chunks=("To call a tool I write ",),
+        error=XML_OPEN,
+    )
+    out += expand(
+        "xml_thinking",
+        XML,
+        both,
+        scenarios=(
+            said(
+                " <thinking>Which memories",
+                " matter?</thinking>",
+                "They met twice.",
+                output_tokens=11,
+            ),
+        ),
+        calls=1,
+        chunks=("They met twice.",),
+        result=result("They met twice.", "end_turn", 12, 11),
+    )
+    out += expand(
+        "xml_thinking_cut_at_max_tokens",
+        XML,
+        both,
+        scenarios=(said(" Noted.", " <thinking>Which memo", stop="max_tokens", output_tokens=8),),
+        calls=1,
+        chunks=("Noted.", " "),
+        result=result("Noted. ", "max_tokens", 12, 8),
+    )
+    out += expand(
+        "xml_function_results_in_prose",
+        XML,
+        both,
+        scenarios=(said(" Results arrive in <function_", "results> blocks.", output_tokens=9),),
+        calls=1,
+        chunks=("Results arrive in ", "<function_results> blocks."),
+        result=result("Results arrive in <function_results> blocks.", "end_turn", 12, 9),
+    )
+    return out
+
+
+CASES = cases() + xml_cases()
 
 
 def params(wire: str, stream: bool) -> dict[str, Any]:
@@ -471,6 +728,15 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
         tokens = call.body.get("max_tokens", call.body.get("max_completion_tokens"))
         assert tokens == MAX_TOKENS
         assert call.body["temperature"] == 0.2
+        if case.wire in XML:  # the prefill transcript, and XML tool mode's stop sequences
+            assert call.body["messages"] == [
+                {"role": "user", "content": [{"type": "text", "text": f"User: {PROMPT}"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Assistant:"}]},
+            ]
+            assert call.body["stop_sequences"] == ["</function_calls>", "\nUser:"]
+            assert "tools" not in call.body
+    if case.cut_short:  # the provider call was closed while the provider was still writing
+        assert calls[-1].disconnected
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -15,18 +15,24 @@ mcpl-router) and the loopback provider, and asserts
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
-from collections.abc import Sequence
+import signal
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MODELS, RigFactory
+from conftest import INFERENCE, MODELS, PROVIDERS, RETRY, RigFactory, settings_sections
+from e2e_support import AGENTCORE, TIMEOUT_S, Hub, finish, serve
 
 from agentcore import hookimpl
 from agentcore.inference import Complete, UsageUpdate
 from agentcore.providers.xml_parser import PREFIX
-from agentcore.testing import Scenario
+from agentcore.testing import LoopbackServer, Scenario
 
 WIRES = ("a", "o")  # provider names: a = anthropic wire, o = openai wire
 SERVED = "served-e2e-1"
@@ -664,9 +670,20 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
     r.provider.script(*case.scenarios, provider=case.wire)
     rid = await r.server.request("inference/request", params(case.wire, case.stream))
     answer = await r.server.answer(rid)
+    assert answer.message.get("result", answer.message.get("error"))
+    check(case, rid, r.server.transcript(rid), r.traces.mcpl(rid), r.provider)
 
+
+def check(
+    case: Case,
+    rid: Any,
+    seen: list[tuple[Any, ...]],
+    traces: list[dict[str, Any]],
+    provider: LoopbackServer,
+) -> None:
+    """What reached the server for request `rid` (`seen`: its chunks and answer, in arrival
+    order), its ``mcpl:*`` traces, and what the provider was asked, against `case`."""
     # Chunks (streamed only), then the one answer.
-    seen = r.server.transcript(rid)
     chunks = case.chunks if case.stream else ()
     assert seen[:-1] == [("chunk", i, delta) for i, delta in enumerate(chunks)]
     kind, body = seen[-1]
@@ -678,10 +695,8 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
         "requestId": rid,
         "streamed": case.stream,
     }
-    traces = r.traces.mcpl(rid)
     if case.result is not None:
         assert (kind, body) == ("result", case.result)
-        assert answer.result == case.result
         assert traces == [
             start,
             {
@@ -717,9 +732,9 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
 
     # The provider saw the request as asked, and as many calls as the case says:
     # a failure after a chunk is never retried, so its second scenario stays queued.
-    calls = r.provider.calls_to(provider=case.wire)
+    calls = provider.calls_to(provider=case.wire)
     assert len(calls) == case.calls, calls
-    assert r.provider.pending(case.wire) == len(case.scenarios) - case.calls
+    assert provider.pending(case.wire) == len(case.scenarios) - case.calls
     for call in calls:
         assert call.stream is case.stream
         assert call.model == MODELS[case.wire].split(":", 1)[1]
@@ -737,6 +752,148 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
             assert "tools" not in call.body
     if case.cut_short:  # the provider call was closed while the provider was still writing
         assert calls[-1].disconnected
+
+
+XML_CASES = [c for c in CASES if c.wire in XML]
+
+
+@pytest.mark.parametrize("transport", ["stdio"])
+async def test_xml_answers_through_serve(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    """The XML cases once more, through `agentcore serve` (a real subprocess) serving the
+    stdio server: one serve per set of [inference] settings, the traces from its file."""
+    groups: dict[str, list[Case]] = {}
+    for case in XML_CASES:
+        groups.setdefault(json.dumps(case.inference, sort_keys=True), []).append(case)
+    for n, group in enumerate(groups.values()):
+        traces = tmp_path / f"traces-{n}.jsonl"
+        settings = loopback_settings(
+            PROVIDERS,
+            name=f"serve-{n}.toml",
+            inference={**INFERENCE, **group[0].inference},
+            sections={
+                **settings_sections(hub, {"srv": hub.config("srv")}),
+                "traces": {"jsonl": str(traces)},
+            },
+        )
+        process = await serve(settings)
+        try:
+            session = await hub.next_session()
+            await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+            for case in group:
+                loopback_provider.reset()
+                loopback_provider.script(*case.scenarios, provider=case.wire)
+                rid = await session.request("inference/request", params(case.wire, case.stream))
+                await session.answer(rid)
+                await loopback_provider.wait_idle(connections=False)
+                written = [json.loads(line) for line in traces.read_text().splitlines()]
+                mcpl = [
+                    {k: v for k, v in e.items() if k != "timestamp"}
+                    for e in written
+                    if e["type"].startswith("mcpl:") and e.get("requestId") == rid
+                ]
+                check(case, rid, session.transcript(rid), mcpl, loopback_provider)
+            process.send_signal(signal.SIGTERM)
+            code, _, stderr = await finish(process)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        assert code == 0, stderr
+        assert session.unanswered_or_twice() == {}
+
+
+# What `agentcore infer` says for a failure (the kernel's error, as `describe` puts it);
+# for every other ending it says what the router says, naming itself as the caller.
+INFER_FAILURES = {
+    "xml_provider_error_partway": (
+        "the inference failed: overloaded: The provider reported an error mid-stream: Overloaded"
+    ),
+    "xml_provider_error": "the inference failed: overloaded 529: Overloaded",
+    "xml_timeout": (
+        "the inference failed: timeout: "
+        "The attempt took longer than 0.3 s ([inference] request_timeout_s)"
+    ),
+}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_xml_answers_through_infer(
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+    stream: bool,
+) -> None:
+    """The XML cases through `agentcore infer` (a real subprocess each, a few at a time,
+    each on a provider of its own): streamed, the chunks are what it prints; whole, the
+    result object it prints with ``--json``; a failure exits 1 saying why on stderr."""
+    cases = [c for c in XML_CASES if c.stream is stream]
+    names = [f"x{i}" for i in range(len(cases))]
+    settings = loopback_settings(
+        dict.fromkeys(names, PROVIDERS["x"]), inference=INFERENCE, sections={"retry": RETRY}
+    )
+    for name, case in zip(names, cases, strict=True):
+        loopback_provider.script(*case.scenarios, provider=name)
+    gate = asyncio.Semaphore(4)
+
+    async def infer(name: str, case: Case) -> tuple[int, str, str, list[dict[str, Any]]]:
+        traces = tmp_path / f"{name}.jsonl"
+        env = {
+            **os.environ,
+            "AGENTCORE_TRACES__JSONL": str(traces),
+            **{f"AGENTCORE_INFERENCE__{k.upper()}": str(v) for k, v in case.inference.items()},
+        }
+        args = ["--stream"] if stream else ["--no-stream", "--json"]
+        async with gate:
+            process = await asyncio.create_subprocess_exec(
+                AGENTCORE,
+                "infer",
+                "--settings",
+                str(settings),
+                "--model",
+                f"{name}:{MODELS['x'].split(':', 1)[1]}",
+                "--max-tokens",
+                str(MAX_TOKENS),
+                *args,
+                PROMPT,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+            )
+            out, err = await asyncio.wait_for(process.communicate(), 60)
+        written = [json.loads(line) for line in traces.read_text().splitlines()]
+        assert process.returncode is not None
+        return process.returncode, out.decode(), err.decode(), written
+
+    ran = await asyncio.gather(*(infer(n, c) for n, c in zip(names, cases, strict=True)))
+    await loopback_provider.wait_idle(connections=False)
+    for name, case, (code, out, err, traces) in zip(names, cases, ran, strict=True):
+        printed = "".join(case.chunks) + "\n" if stream and case.chunks else ""
+        ends = [t for t in traces if t["type"] in ("inference:complete", "inference:fail")]
+        assert len(ends) == 1, (case.id, traces)
+        if case.result is not None:
+            assert (code, err) == (0, ""), (case.id, err)
+            assert out == (printed if stream else json.dumps(case.result) + "\n"), case.id
+            assert ends[0]["type"] == "inference:complete", case.id
+            assert ends[0]["finishReason"] == case.result["finishReason"], case.id
+        else:
+            assert (code, out) == (1, printed), (case.id, out)
+            assert isinstance(case.error, str)
+            said = INFER_FAILURES.get(
+                case.row, case.error.replace("inference/request", "agentcore infer")
+            )
+            assert err.splitlines()[-1] == f"agentcore: {said}", (case.id, err)
+        calls = loopback_provider.calls_to(provider=name)
+        assert len(calls) == case.calls, case.id
+        assert all(c.body["stop_sequences"] == ["</function_calls>", "\nUser:"] for c in calls)
+        assert all(c.stream is stream for c in calls)
+        if case.cut_short:
+            assert calls[-1].disconnected, case.id
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -8,6 +8,11 @@ by the loopback server (`agentcore.testing`, on its own thread) and consumed by
   (c) the official `openai` SDK, `chat.completions.create(stream=True)`,
   (d) LiteLLM's `acompletion(stream=True)`,
 
+and, on the Anthropic wire (the same text, as text deltas), by
+
+  (e) `kernel.stream` in native tool mode,
+  (f) `kernel.stream` in XML tool mode (every delta read by the XML parser),
+
 in one run; (a) reads through httpx's default transport (httpcore), (b) through the
 providers' streaming driver on aiohttp. CPU is `time.thread_time()` of the consuming
 thread, so the server's own work is not counted. Start-up is taken out by running two
@@ -15,10 +20,10 @@ sizes and dividing the difference in CPU by the difference in chunks; each size 
 a few times,
 in rounds that interleave the peers, and the fastest run kept. Prints CPU µs per
 chunk, CPU seconds per 10,000 chunks and each ratio to (a). Targets: (b) at most
-1.2x (a), and below (c) and (d).
+1.2x (a), and below (c) and (d); (f) at most 1.3x (e).
 
     .venv/bin/python bench/stream_overhead.py [--small 10000] [--large 50000] [--repeat 5]
-                                              [--peers abcd]
+                                              [--peers abcdef]
 """
 
 from __future__ import annotations
@@ -78,15 +83,17 @@ async def raw_httpx(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaita
     return run, client.aclose
 
 
-async def kernel_stream(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+async def kernel_stream(
+    server: LoopbackServer, provider: str | dict[str, str] = "openai-compatible"
+) -> tuple[Runner, Callable[[], Awaitable[None]]]:
     folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
     settings = server.write_settings(
-        folder / "agentcore.toml", {"bench": "openai-compatible"}, per_provider_urls=False
+        folder / "agentcore.toml", {"bench": provider}, per_provider_urls=False
     )
     kernel = Kernel.load(settings)  # every default plugin, discovered from entry points
     await kernel.start()
     active = [r.name for r in kernel.records if r.state == "active"]
-    print(f"    (b) plugins active: {', '.join(active) or 'none'}")
+    print(f"    kernel.stream over {provider}: plugins active: {', '.join(active) or 'none'}")
     request = Request(f"bench:{MODEL}", [Message.user("stream, please")], max_tokens=1_000_000)
 
     async def run(n: int) -> int:
@@ -98,6 +105,14 @@ async def kernel_stream(server: LoopbackServer) -> tuple[Runner, Callable[[], Aw
         return seen
 
     return run, kernel.stop
+
+
+async def anthropic_native(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    return await kernel_stream(server, "anthropic")
+
+
+async def anthropic_xml(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    return await kernel_stream(server, {"kind": "anthropic", "tool_mode": "xml"})
 
 
 async def openai_sdk(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
@@ -166,7 +181,7 @@ async def main() -> int:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--peers", default="abcd", help="which of a, b, c, d to run (a always)")
+    parser.add_argument("--peers", default="abcdef", help="which of a to f to run (a always)")
     args = parser.parse_args()
     os.environ[API_KEY_ENV] = API_KEY
 
@@ -175,6 +190,8 @@ async def main() -> int:
         ("(b) agentcore kernel.stream", kernel_stream),
         ("(c) openai SDK", openai_sdk),
         ("(d) litellm acompletion", litellm_sdk),
+        ("(e) kernel.stream, anthropic", anthropic_native),
+        ("(f) kernel.stream, anthropic xml", anthropic_xml),
     ]
     results: dict[str, float] = {}
     with LoopbackServer() as server:
@@ -224,6 +241,13 @@ async def main() -> int:
             if peer in results:
                 word = "below" if kernel < results[peer] else "NOT below"
                 print(f"(b) is {word} {peer}")
+    native, xml = (
+        results.get("(e) kernel.stream, anthropic"),
+        results.get("(f) kernel.stream, anthropic xml"),
+    )
+    if native and xml:
+        verdict = "meets" if xml <= 1.3 * native else "MISSES"
+        print(f"(f) {verdict} the 1.3x target against (e) ({xml / native:.2f}x)")
     return 0
 
 

@@ -150,3 +150,16 @@ def test_tool_mode_and_participants_are_read(tmp_path: Path) -> None:
     bad = write(tmp_path, '[providers.a]\nkind = "anthropic"\ntool_mode = "json"\n')
     with pytest.raises(SettingsError, match=r"providers\.a\.tool_mode"):
         load_settings(bad)
+
+
+def test_the_example_settings_make_an_xml_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentcore.kernel import Kernel
+    from agentcore.providers.anthropic_xml import AnthropicXmlProvider
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-example-not-a-real-key-0000")
+    example = Path(__file__).resolve().parents[2] / "examples" / "anthropic-xml.toml"
+    kernel = Kernel.load(example)
+    provider = kernel.provider("claude")
+    assert isinstance(provider, AnthropicXmlProvider)
+    sent = provider.wire.call(Request("claude:m", [Message.user("Hi")]), "m", stream=True)
+    assert sent.body["stop_sequences"] == ["</function_calls>", "\nUser:"]

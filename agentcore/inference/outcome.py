@@ -1,9 +1,10 @@
 """Which endings count as a plain completion: the rule `agentcore infer` and the MCPL router share.
 
 MCPL's `FinishReason` (SPEC §11.3) names only ``end_turn``, ``max_tokens`` and
-``stop_sequence``. An inference that ended any other way, or that called a
-tool, is not a result a caller that offers no tools can use: it gets an error
-whose message says why. In XML tool mode that includes tool-call markup the
+``stop_sequence``. An inference that ended any other way (a provider stop token
+no adapter maps included, whatever ``[inference] unknown_stop`` says), or that
+called a tool, is not a result a caller that offers no tools can use: it gets an
+error whose message says why. In XML tool mode that includes tool-call markup the
 model wrote: a block still open when the output ended, or one with no readable
 call (DESIGN.md, "XML tool mode").
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcore.inference.errors import InferenceError
+from agentcore.inference.errors import InferenceError, unmapped_stop_message
 from agentcore.inference.events import Aborted
 from agentcore.inference.models import Response, ToolUseBlock
 
@@ -41,6 +42,8 @@ def completion_problem(response: Response, offers: str = "inference/request") ->
     stop = response.stop
     if stop.raw == "error":
         return "The provider ended the inference with an error (finish_reason 'error')"
+    if not stop.mapped:
+        return unmapped_stop_message(stop.raw)
     if stop.unclosed_tool_block:
         return (
             "The model's output ended with a tool-call block still open, "

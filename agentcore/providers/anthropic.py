@@ -155,7 +155,7 @@ class AnthropicTranslator(Translator):
         self,
         provider: str,
         model: str,
-        unknown_stop: str = "end_turn",
+        unknown_stop: str = "error",
     ) -> None:
         super().__init__(provider, model, unknown_stop)
         self.stop_reason: str | None = None

@@ -33,9 +33,10 @@ from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
 from agentcore.inference import InferenceError, Request, Response, StreamEvent
-from agentcore.providers.errors import error_from_response, excerpt
+from agentcore.providers.errors import error_from_response
 from agentcore.providers.sse import SSEDecoder
 from agentcore.providers.wire import HttpCall, Translator, Wire, replay
+from agentcore.redaction import excerpt
 from agentcore.settings import ProviderSettings
 
 __all__ = ["HTTPProvider", "transport_error"]

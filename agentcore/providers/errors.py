@@ -20,7 +20,7 @@ from http import HTTPStatus
 from typing import Any
 
 from agentcore.inference import ErrorKind, InferenceError
-from agentcore.redaction import redact
+from agentcore.redaction import excerpt
 
 __all__ = [
     "MID_STREAM",
@@ -152,12 +152,6 @@ class ErrorBody:
     """A numeric code inside the body (OpenRouter's ``error.code``, Google's ``error.code``)."""
     retry_after_s: float | None = None
     raw: Any = None
-
-
-def excerpt(text: str, limit: int) -> str:
-    """The start of a provider's text for a message, redacted before it is cut: a key the
-    provider echoed must not survive as a prefix that no longer matches it whole."""
-    return redact(text.strip())[:limit]
 
 
 def parse_error_body(body: Any) -> ErrorBody:

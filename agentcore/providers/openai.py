@@ -206,7 +206,7 @@ class OpenAITranslator(Translator):
         self,
         provider: str,
         model: str,
-        unknown_stop: str = "end_turn",
+        unknown_stop: str = "error",
         stop_sequences: list[str] | tuple[str, ...] = (),
     ) -> None:
         super().__init__(provider, model, unknown_stop)

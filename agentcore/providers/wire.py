@@ -62,9 +62,8 @@ from agentcore.inference import (
 )
 from agentcore.providers.base import normalize_stop
 from agentcore.providers.blocks import Block, Blocks, json_object
-from agentcore.providers.errors import excerpt
 from agentcore.providers.sse import EventTuple
-from agentcore.redaction import register_secret
+from agentcore.redaction import excerpt, register_secret
 from agentcore.settings import ProviderSettings
 
 __all__ = [
@@ -128,7 +127,7 @@ class Translator:
         "usage",
     )
 
-    def __init__(self, provider: str, model: str, unknown_stop: str = "end_turn") -> None:
+    def __init__(self, provider: str, model: str, unknown_stop: str = "error") -> None:
         self.provider = provider
         self.model = model
         self.unknown_stop = unknown_stop

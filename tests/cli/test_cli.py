@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,6 +25,18 @@ def agentcore(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         text=True,
         timeout=60,
         env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def one_stream(*args: str) -> subprocess.CompletedProcess[str]:
+    """`agentcore ARGS` with stderr and stdout in one pipe (in `.stdout`), as on a terminal."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentcore", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
         stdin=subprocess.DEVNULL,
     )
 
@@ -113,6 +126,59 @@ def test_infer_any_other_ending_exits_non_zero_with_no_result(
     assert API_KEY not in done.stderr
 
 
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+def test_an_error_after_streamed_text_starts_a_line_of_its_own(
+    loopback_provider: LoopbackServer, settings: Path, model: str
+) -> None:
+    loopback_provider.script(Scenario.stream_error("Partial text", message="Overloaded"))
+    done = one_stream("infer", "--settings", str(settings), "--model", model, "Hi")
+    assert done.returncode == 1
+    text, error = done.stdout.split("\n", 1)
+    assert text == "Partial text"
+    assert error.startswith("agentcore: the inference failed: ")
+    assert "Overloaded" in error and error.endswith("\n") and "\n\n" not in done.stdout
+
+
+def test_a_timeout_after_streamed_text_starts_a_line_of_its_own(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic"}, inference={"progress_timeout_s": 0.3}, sections=FAST_RETRY
+    )
+    loopback_provider.script(Scenario.stall("Partial text"))
+    done = one_stream("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
+    assert done.returncode == 1
+    assert done.stdout.startswith("Partial text\nagentcore: The inference stopped before it "), (
+        done.stdout
+    )
+
+
+@pytest.mark.parametrize("unknown_stop", [None, "end_turn"], ids=["default", "end_turn"])
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+def test_infer_refuses_a_stop_token_no_adapter_maps(
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    unknown_stop: str | None,
+    stream: str,
+    model: str,
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic", "o": "openai"},
+        inference={} if unknown_stop is None else {"unknown_stop": unknown_stop},
+        sections=FAST_RETRY,
+    )
+    loopback_provider.script(Scenario.text("Odd end", raw_stop="weird"))
+    done = agentcore("infer", "--settings", str(settings), "--model", model, "--json", stream, "Hi")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert (
+        "The provider ended the inference with stop token 'weird', "
+        "which agentcore has no stop reason for"
+    ) in done.stderr
+    assert len(loopback_provider.calls) == 1  # not retried
+
+
 def test_infer_with_no_settings_uses_echo() -> None:
     done = agentcore("infer", "--model", "echo:any", "--json", "say it back")
     assert done.returncode == 0, done.stderr
@@ -125,6 +191,82 @@ def test_bad_settings_name_the_file_and_key(tmp_path: Path) -> None:
     done = agentcore("infer", "--settings", str(path), "--model", "echo:x", "Hi")
     assert done.returncode == 2
     assert f"{path}: inference.progress_timeout: unknown key" in done.stderr
+
+
+@pytest.mark.parametrize("case", ["a directory", "not UTF-8"])
+def test_a_settings_file_that_cannot_be_read_is_exit_2_naming_it(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "agentcore.toml"
+    if case == "a directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"[inference]\nrequest_timeout_s = 5 # \xe9t\xe9\n")
+    done = agentcore("settings", env={"AGENTCORE_SETTINGS": str(path)})
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"agentcore: invalid settings:\n  {path}: ")
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        ("[inference]\nprogress_timeout_s = -5\n", "inference.progress_timeout_s: Input should be"),
+        ("[inference]\nrequest_timeout_s = 0\n", "inference.request_timeout_s: Input should be"),
+        (
+            '[mcpl.routing]\ndefault = "nope:m"\n',
+            "mcpl.routing.default: names provider 'nope', which is not configured "
+            "(configured: echo)",
+        ),
+        (
+            "[retry.providers.nope]\nmax_attempts = 2\n",
+            "retry.providers.nope: names provider 'nope', which is not configured "
+            "(configured: echo)",
+        ),
+        (
+            '[mcpl.servers.mem]\nurl = "http://127.0.0.1:9/mcpl"\n',
+            "mcpl.servers.mem.url: has the scheme 'http'; an MCPL server is reached over ws://",
+        ),
+    ],
+)
+def test_settings_that_can_never_work_are_refused_before_anything_runs(
+    tmp_path: Path, toml: str, problem: str
+) -> None:
+    path = tmp_path / "agentcore.toml"
+    path.write_text(toml)
+    done = agentcore("infer", "--settings", str(path), "--model", "echo:x", "Hi")
+    assert done.returncode == 2
+    assert f"{path}: {problem}" in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        ("nope:x", "names provider 'nope', which is not configured (configured: a, echo, o)"),
+        ("a-claude", "'a-claude' is not of the form NAME:MODEL"),
+    ],
+)
+def test_infer_model_naming_no_configured_provider_is_exit_2(
+    loopback_provider: LoopbackServer, settings: Path, model: str, problem: str
+) -> None:
+    done = agentcore("infer", "--settings", str(settings), "--model", model, "Hi")
+    assert done.returncode == 2
+    assert done.stderr == f"agentcore: --model: {problem}\n"
+    assert done.stdout == ""
+    assert loopback_provider.calls == []
+
+
+def test_settings_show_the_effective_overload_schedule(tmp_path: Path) -> None:
+    path = tmp_path / "agentcore.toml"
+    path.write_text("[retry]\nmax_attempts = 2\n\n[retry.overloaded]\ninitial_delay_s = 0.5\n")
+    done = agentcore("settings", "--settings", str(path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"retry.max_attempts = 2    # file {path}" in lines
+    assert f"retry.overloaded.initial_delay_s = 0.5    # file {path}" in lines
+    # 529s keep their own, longer schedule: the general max_attempts does not cap them.
+    assert "retry.overloaded.max_attempts = 6    # default" in lines
+    assert "retry.overloaded.max_delay_s = 60.0    # default" in lines
+    assert "retry.overloaded.jitter_s = 2.0    # default" in lines
 
 
 def test_plugins_lists_every_default_with_its_state() -> None:
@@ -148,6 +290,7 @@ def test_settings_show_sources_and_never_a_key(settings: Path) -> None:
     assert "inference.request_timeout_s = 600.0    # default" in lines
     assert any(line.startswith("providers.a.api_key = [REDACTED]") for line in lines)
     assert API_KEY not in done.stdout + done.stderr
+    assert "ignored" not in done.stderr  # AGENTCORE_RETRY__* is applied, so not called ignored
 
 
 # -- no configured secret in any output --------------------------------------------------
@@ -291,20 +434,14 @@ def _rate_limited_then_ok(loopback_provider: LoopbackServer) -> None:
     loopback_provider.script(Scenario.rate_limit(retry_after=1), Scenario.text("after the wait"))
 
 
-def test_infer_shows_the_wait_on_a_terminal(
-    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
-) -> None:
+def on_a_terminal(*args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run `agentcore ARGS` with stderr on a real pseudo-terminal; the run and all it drew there."""
     import pty
 
-    settings = loopback_settings(
-        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 0.2}}
-    )
-    _rate_limited_then_ok(loopback_provider)
     leader, follower = pty.openpty()
     try:
-        command = ["infer", "--settings", str(settings), "--model", "a:claude-x", "Hi"]
         done = subprocess.run(
-            [sys.executable, "-m", "agentcore", *command],
+            [sys.executable, "-m", "agentcore", *args],
             stdout=subprocess.PIPE,
             stderr=follower,
             stdin=subprocess.DEVNULL,
@@ -326,9 +463,39 @@ def test_infer_shows_the_wait_on_a_terminal(
         os.close(leader)
         if follower != -1:
             os.close(follower)
+    return done, shown.decode(errors="replace")
+
+
+def test_infer_shows_the_wait_on_a_terminal(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 0.2}}
+    )
+    _rate_limited_then_ok(loopback_provider)
+    done, shown = on_a_terminal("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
     assert done.returncode == 0
     assert done.stdout == "after the wait\n"
-    assert b"waiting for a:claude-x" in shown
+    assert "waiting for a:claude-x" in shown
+
+
+def test_the_status_line_counts_down_every_second_between_traces(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    # One trace when the 4 s wait starts, the next (60 s on) never comes before its end.
+    settings = loopback_settings(
+        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 60}}
+    )
+    loopback_provider.script(Scenario.rate_limit(retry_after=4), Scenario.text("after the wait"))
+    done, shown = on_a_terminal("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
+    assert done.returncode == 0
+    assert done.stdout == "after the wait\n"
+    seconds = [
+        int(left) for left in re.findall(r"waiting for a:claude-x, \w+, (\d+) s left", shown)
+    ]
+    counted = [left for i, left in enumerate(seconds) if i == 0 or seconds[i - 1] != left]
+    # Every second from the start down; a last redraw may come as the wait ends.
+    assert counted in ([4, 3, 2, 1], [4, 3, 2, 1, 0]), shown
 
 
 def test_infer_shows_no_status_when_stderr_is_not_a_terminal(

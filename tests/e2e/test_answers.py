@@ -20,21 +20,24 @@ import json
 import os
 import re
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import INFERENCE, MODELS, PROVIDERS, RETRY, RigFactory, settings_sections
+from e2e_rig import INFERENCE, MODELS, PROVIDERS, RETRY, RigFactory, settings_sections
 from e2e_support import AGENTCORE, TIMEOUT_S, Hub, finish, serve
 
 from agentcore import hookimpl
-from agentcore.inference import Complete, UsageUpdate
+from agentcore.inference import TERMINAL_TYPES, Complete, Request, StreamEvent, UsageUpdate
+from agentcore.kernel import Kernel
 from agentcore.providers.xml_parser import PREFIX
 from agentcore.testing import LoopbackServer, Scenario
 
-WIRES = ("a", "o")  # provider names: a = anthropic wire, o = openai wire
+# Provider names: a = anthropic, o = openai (chat completions), r = openai-responses, g = gemini.
+WIRES = ("a", "o", "r", "g")
 SERVED = "served-e2e-1"
 PROMPT = "Summarize the notes."
 MAX_TOKENS = 64
@@ -58,11 +61,20 @@ TOOL_CUT = (
     "The model's output ended (max_tokens) inside a call to a tool (get_weather), "
     "and inference/request offers no tools"
 )
+TOOL_STOP = "The model stopped to call a tool, and inference/request offers none"
 REFUSED = "The model refused to answer (stop reason 'refusal')"
 PAUSED = (
     "The provider paused the turn (stop reason 'pause_turn'), which inference/request cannot resume"
 )
 NO_RESULT = "The inference stream ended without a result"
+UNMAPPED = (
+    "The provider ended the inference with stop token 'weird_stop', "
+    "which agentcore has no stop reason for"
+)
+WHOLE_STREAM_ERRORS = {
+    "a": "The provider answered HTTP 529: Overloaded",
+    "g": "The provider answered HTTP 503: Overloaded",
+}
 
 
 @dataclass(frozen=True)
@@ -145,10 +157,11 @@ def cases() -> list[Case]:
     )
     # On the openai wire a stop sequence is known only from the request's own `stop`
     # list, and inference/request asks for none (SPEC §11.2): vLLM's `stop_reason`
-    # then names a sequence nobody asked for, and the stop is a plain end_turn.
+    # then names a sequence nobody asked for, and the stop is a plain end_turn. Gemini
+    # says STOP for a stop sequence too; the Responses API has no stop sequences.
     add(
         "stop_sequence",
-        WIRES,
+        ("a", "o", "g"),
         both,
         scenarios=(Scenario.stop_sequence("Counting: 1 2 3", sequence="END", model=SERVED),),
         calls=1,
@@ -168,6 +181,8 @@ def cases() -> list[Case]:
         chunks=("The ", "answer ", "is ", "42."),
         result=result("The answer is 42.", "end_turn", 12, 4),
     )
+    # A stop token no adapter maps has no MCPL finishReason: an error naming the token,
+    # by default (unknown_stop = "error") and as much when the kernel let it end end_turn.
     add(
         "unknown_stop",
         WIRES,
@@ -175,20 +190,17 @@ def cases() -> list[Case]:
         scenarios=(Scenario.text("Odd end", raw_stop="weird_stop", model=SERVED),),
         calls=1,
         chunks=("Odd ", "end"),
-        result=result("Odd end", "end_turn", 12, 2),
+        error=UNMAPPED,
     )
     add(
-        "unknown_stop_as_error",
+        "unknown_stop_as_end_turn",
         WIRES,
         both,
-        scenarios=(Scenario.text("Odd end", raw_stop="weird_stop"),),
+        scenarios=(Scenario.text("Odd end", raw_stop="weird_stop", model=SERVED),),
         calls=1,
         chunks=("Odd ", "end"),
-        error=(
-            "The provider ended the inference with stop token 'weird_stop', "
-            "which agentcore has no stop reason for"
-        ),
-        inference={"unknown_stop": "error"},
+        error=UNMAPPED,
+        inference={"unknown_stop": "end_turn"},
     )
     add(
         "http_400",
@@ -222,8 +234,10 @@ def cases() -> list[Case]:
         calls=2,
         error="The provider answered HTTP 429: Rate limit exceeded",
     )
-    # Streamed: anthropic `event: error`, openai an error frame inside the 200. Whole:
-    # anthropic answers the status the error type implies, openai a 200 error body.
+    # Streamed: anthropic `event: error`, openai an error frame inside the 200, responses
+    # `error` and `response.failed`, gemini an error chunk. Whole: anthropic and gemini
+    # answer the status the error type implies, openai a 200 error body, responses a
+    # 200 failed response.
     add(
         "stream_error",
         WIRES,
@@ -239,9 +253,7 @@ def cases() -> list[Case]:
         (False,),
         scenarios=(Scenario.stream_error("Partial "), Scenario.stream_error("Partial ")),
         calls=2,
-        error=lambda w, s: (
-            "The provider answered HTTP 529: Overloaded" if w == "a" else "Overloaded"
-        ),
+        error=lambda w, s: WHOLE_STREAM_ERRORS.get(w, "Overloaded"),
     )
     add(
         "finish_reason_error",
@@ -380,6 +392,20 @@ def cases() -> list[Case]:
         calls=1,
         chunks=("Let ", "me ", "check. "),
         error=TOOL,
+    )
+    # A tool_use stop with no tool block (no call came with it): still a stop to call one.
+    # Only the wires with a stop token of their own for a tool call can say this: the
+    # Responses API and Gemini signal a call by its output item or part alone.
+    add(
+        "tool_use_without_a_call",
+        ("a", "o"),
+        both,
+        scenarios=lambda w, s: (
+            Scenario.text("Let me check.", raw_stop="tool_use" if w == "a" else "tool_calls"),
+        ),
+        calls=1,
+        chunks=("Let ", "me ", "check."),
+        error=TOOL_STOP,
     )
     add(
         "tool_use_cut_at_max_tokens",
@@ -738,11 +764,8 @@ def check(
     for call in calls:
         assert call.stream is case.stream
         assert call.model == MODELS[case.wire].split(":", 1)[1]
-        assert PROMPT in str(call.body["messages"])
-        assert "Be brief." in str(call.body)
-        tokens = call.body.get("max_tokens", call.body.get("max_completion_tokens"))
-        assert tokens == MAX_TOKENS
-        assert call.body["temperature"] == 0.2
+        assert asked(call.wire, call.body) == (MAX_TOKENS, 0.2)
+        assert PROMPT in str(call.body) and "Be brief." in str(call.body)
         if case.wire in XML:  # the prefill transcript, and XML tool mode's stop sequences
             assert call.body["messages"] == [
                 {"role": "user", "content": [{"type": "text", "text": f"User: {PROMPT}"}]},
@@ -752,6 +775,17 @@ def check(
             assert "tools" not in call.body
     if case.cut_short:  # the provider call was closed while the provider was still writing
         assert calls[-1].disconnected
+
+
+def asked(wire: str, body: dict[str, Any]) -> tuple[Any, Any]:
+    """The output limit and temperature a request body asks for, wherever its wire puts them."""
+    if wire == "gemini":
+        config = body["generationConfig"]
+        return config["maxOutputTokens"], config["temperature"]
+    for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        if name in body:
+            return body[name], body["temperature"]
+    raise AssertionError(f"no output limit in {body}")
 
 
 XML_CASES = [c for c in CASES if c.wire in XML]
@@ -931,3 +965,35 @@ async def test_retries_happen_before_the_first_chunk(
     complete = r.traces.of("inference:complete")
     assert [e["serverId"] for e in complete] == ["srv"]
     assert complete[0]["attempts"] == 2
+
+
+class TerminalLosingKernel(Kernel):
+    """A kernel whose stream ends with no terminal event. `Kernel.stream` always ends with
+    one (a plugin that drops it gets the kernel's own failure, above), so only another
+    kernel reaches the router's own check that a stream brought a result."""
+
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        async with aclosing(super().stream(request)) as events:
+            async for event in events:
+                if not isinstance(event, TERMINAL_TYPES):
+                    yield event
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_kernel_stream_with_no_terminal_is_answered_by_the_router(
+    rig: RigFactory, wire: str
+) -> None:
+    r = await rig(kernel_type=TerminalLosingKernel)
+    r.provider.script(Scenario.text("Hello there friend", model=SERVED), provider=wire)
+    rid = await r.server.request("inference/request", params(wire, True))
+    await r.server.answer(rid)
+    assert r.server.transcript(rid) == [
+        ("chunk", 0, "Hello "),
+        ("chunk", 1, "there "),
+        ("chunk", 2, "friend"),
+        ("error", {"code": -32603, "message": NO_RESULT}),
+    ]
+    assert [(t["type"], t.get("error")) for t in r.traces.mcpl(rid)] == [
+        ("mcpl:inference_start", None),
+        ("mcpl:inference_fail", NO_RESULT),
+    ]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROVIDERS, settings_sections
+from e2e_rig import PROVIDERS, settings_sections
 from e2e_support import TIMEOUT_S, Hub, finish, serve
 
 from agentcore.testing import API_KEY, LoopbackServer, Scenario

@@ -268,7 +268,6 @@ def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.Mo
         ("pause_turn", "pause_turn"),
         ("refusal", "refusal"),
         ("model_context_window_exceeded", "max_tokens"),
-        ("brand_new_reason", "end_turn"),
     ],
 )
 def test_stop_reasons(stop: str, reason: str) -> None:
@@ -279,9 +278,20 @@ def test_stop_reasons(stop: str, reason: str) -> None:
     assert end.response.stop.sequence == sequence
 
 
-def test_unknown_stop_as_error() -> None:
-    end = terminal(play([text_stream("brand_new_reason")], unknown_stop="error"))
-    assert isinstance(end, Failed) and "brand_new_reason" in end.error.message
+def test_unknown_stop_is_an_error_by_default() -> None:
+    end = terminal(play([text_stream("brand_new_reason")]))
+    assert isinstance(end, Failed)
+    assert end.error.message == (
+        "The provider ended the inference with stop token 'brand_new_reason', "
+        "which agentcore has no stop reason for"
+    )
+
+
+def test_unknown_stop_as_end_turn_is_marked_unmapped() -> None:
+    end = terminal(play([text_stream("brand_new_reason")], unknown_stop="end_turn"))
+    assert isinstance(end, Complete)
+    stop = end.response.stop
+    assert (stop.reason, stop.raw, stop.mapped) == ("end_turn", "brand_new_reason", False)
 
 
 def tool_stream(cut: bool) -> bytes:

@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 from aiohttp.client_reqrep import ConnectionKey
 
+from agentcore.log import register_secret
 from agentcore.providers.driver import transport_error
 from agentcore.providers.errors import (
     MID_STREAM,
@@ -23,7 +24,6 @@ from agentcore.providers.errors import (
     retry_after_from_headers,
 )
 from agentcore.providers.wire import fast_loads
-from agentcore.redaction import register_secret
 
 NOW = 1_800_000_000.0
 

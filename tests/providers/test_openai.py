@@ -286,7 +286,6 @@ def test_key_is_registered_as_a_secret(provider: OpenAIProvider) -> None:
         ("stop", {"stop_reason": "END"}, "stop_sequence", "END"),  # vLLM names the sequence
         ("stop", {"stop_reason": 128009}, "end_turn", None),  # ... or the token id
         ("stop", {"native_finish_reason": "stop_sequence"}, "stop_sequence", None),  # OpenRouter
-        ("eos_weird", {}, "end_turn", None),
     ],
 )
 def test_finish_reasons(
@@ -298,9 +297,20 @@ def test_finish_reasons(
     assert end.response.stop.sequence == sequence
 
 
-def test_unknown_finish_as_error() -> None:
-    end = terminal(play([text_stream("eos_weird")], unknown_stop="error"))
-    assert isinstance(end, Failed) and "eos_weird" in end.error.message
+def test_unknown_finish_is_an_error_by_default() -> None:
+    end = terminal(play([text_stream("eos_weird")]))
+    assert isinstance(end, Failed)
+    assert end.error.message == (
+        "The provider ended the inference with stop token 'eos_weird', "
+        "which agentcore has no stop reason for"
+    )
+
+
+def test_unknown_finish_as_end_turn_is_marked_unmapped() -> None:
+    end = terminal(play([text_stream("eos_weird")], unknown_stop="end_turn"))
+    assert isinstance(end, Complete)
+    stop = end.response.stop
+    assert (stop.reason, stop.raw, stop.mapped) == ("end_turn", "eos_weird", False)
 
 
 def test_refusal_delta() -> None:

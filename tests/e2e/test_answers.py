@@ -430,6 +430,12 @@ XML_OPEN = (
     "The model's output ended with a tool-call block still open, "
     "and inference/request offers no tools"
 )
+# The Anthropic wire has no bare finish_reason "error": a stop token "error" is one no
+# adapter maps, answered as such.
+XML_ERROR_STOP = (
+    "The provider ended the inference with stop token 'error', "
+    "which agentcore has no stop reason for"
+)
 CALL_BLOCK = (
     '\n<function_calls>\n<invoke name="search_notes">\n'
     '<parameter name="query">tides</parameter>\n</invoke>\n'
@@ -527,13 +533,13 @@ def xml_cases() -> list[Case]:
         error=REFUSED,
     )
     out += expand(
-        "xml_finish_reason_error",
+        "xml_error_stop",
         XML,
         both,
         scenarios=(said(" A summ", raw_stop="error"),),
         calls=1,
         chunks=("A summ",),
-        error=FINISH_ERROR,
+        error=XML_ERROR_STOP,
     )
     # The provider stops at </function_calls> and does not echo it: the block closes there.
     out += expand(
@@ -697,6 +703,7 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
     rid = await r.server.request("inference/request", params(case.wire, case.stream))
     answer = await r.server.answer(rid)
     assert answer.message.get("result", answer.message.get("error"))
+    await r.provider.wait_idle(connections=False)  # the provider saw every call end
     check(case, rid, r.server.transcript(rid), r.traces.mcpl(rid), r.provider)
 
 
@@ -848,6 +855,7 @@ INFER_FAILURES = {
         "the inference failed: overloaded: The provider reported an error mid-stream: Overloaded"
     ),
     "xml_provider_error": "the inference failed: overloaded 529: Overloaded",
+    "xml_error_stop": f"the inference failed: unknown: {XML_ERROR_STOP}",
     "xml_timeout": (
         "the inference failed: timeout: "
         "The attempt took longer than 0.3 s ([inference] request_timeout_s)"

@@ -293,11 +293,11 @@ class XmlParser:
             held, self.held = self.held, ""
             if self.state == _PROSE:
                 if held and reason == "max_tokens" and len(held) > 1:
-                    # An opening tag cut off by the token limit: the model was opening it.
+                    # An opening tag cut off by the token limit (what is held back always
+                    # starts one): the model was opening a block, not writing prose. A tool-
+                    # call block is then still open; a thinking block holds nothing yet.
                     if _starts_a_tag(held, _CALLS_OPENERS):
                         self.markup = report.unclosed_tool_block = True
-                    elif not _starts_a_tag(held, _THINKING_OPENERS):
-                        self._visible(held, out)
                 elif held:
                     self._visible(held, out)
             elif self.state == _THINKING:

@@ -177,6 +177,8 @@ def test_an_opening_tag_cut_by_the_token_limit_is_an_open_block() -> None:
     _, content, report = parse(["Now <function_c"], "max_tokens")
     assert content == [TextBlock("Now ")]
     assert report.unclosed_tool_block
+    _, content, report = parse(["Now <thinki"], "max_tokens")
+    assert (content, report) == ([TextBlock("Now ")], XmlReport())
     # The model chose to stop there: what it wrote is prose.
     _, content, report = parse(["Now <function_c"], "end_turn")
     assert content == [TextBlock("Now <function_c")]

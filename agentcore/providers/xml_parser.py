@@ -180,7 +180,13 @@ class XmlParser:
         if self.held:
             text, self.held = self.held + text, ""
         elif self.state == _PROSE and "<" not in text:
-            self._visible(text, out)  # the hot path: prose with no tag in sight
+            # The hot path: prose with no tag in sight, inside a text block already open.
+            block = self.text_block
+            if block is None:
+                self._visible(text, out)
+            else:
+                block.parts.append(text)
+                out.append(Token(text, "text", block.index, True))
             return
         position = 0
         while position < len(text) and self.ended is None:

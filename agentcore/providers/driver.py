@@ -14,8 +14,9 @@ HTTP is aiohttp's client: one `ClientSession` per provider, made on first use (i
 must be made inside the event loop), with ``[providers.NAME] max_connections`` as
 the connector's limit (``max_keepalive_connections = 0``: no keep-alive), TLS
 verified against the system's CAs (``SSL_CERT_FILE`` honoured), and the connect and
-read timeouts from settings. The whole-request and progress timeouts are the
-kernel's, around any provider. The environment's proxy (``HTTP_PROXY``,
+read timeouts from settings (a streamed body's read timeout is the driver's own,
+`_Silence`). The whole-request and progress timeouts are the kernel's, around any
+provider. The environment's proxy (``HTTP_PROXY``,
 ``HTTPS_PROXY``, ``NO_PROXY``, credentials from ``.netrc``) is looked up once, for the
 base URL, with aiohttp's own rules: its ``trust_env`` would look it up on every call,
 in two trips to a worker thread, half a millisecond of CPU per call.
@@ -220,7 +221,8 @@ class _Silence:
         if connection is not None and connection.protocol is not None:
             connection.protocol.read_timeout = None
             connection.protocol.start_timeout()
-        self._handle = self._loop.call_later(timeout, self._check)
+        # 0 is no read timeout, as for aiohttp's.
+        self._handle = self._loop.call_later(timeout, self._check) if timeout else None
 
     def _check(self) -> None:
         waited = monotonic() - self.since
@@ -234,7 +236,8 @@ class _Silence:
         )
 
     def cancel(self) -> None:
-        self._handle.cancel()
+        if self._handle is not None:
+            self._handle.cancel()
 
 
 async def _replay_body(

@@ -1,1 +1,5 @@
 """placeholder"""
+
+
+class ConsolePage:
+    pass

@@ -157,9 +157,7 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self, received: Received) -> None:
         self.received = received
 
-    async def Export(
-        self, request: Any, context: grpc.aio.ServicerContext
-    ) -> Any:
+    async def Export(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         self.received.headers.append({k: str(v) for k, v in context.invocation_metadata() or ()})
         self.received.bodies.append(request.SerializeToString())
         self.received.add_traces(request)
@@ -170,9 +168,7 @@ class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
     def __init__(self, received: Received) -> None:
         self.received = received
 
-    async def Export(
-        self, request: Any, context: grpc.aio.ServicerContext
-    ) -> Any:
+    async def Export(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         self.received.headers.append({k: str(v) for k, v in context.invocation_metadata() or ()})
         self.received.bodies.append(request.SerializeToString())
         self.received.add_metrics(request)

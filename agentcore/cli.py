@@ -267,7 +267,12 @@ def serve(settings_path: Path | None, console: str | None) -> None:
                 err=True,
             )
             raise SystemExit(2)
-    raise SystemExit(asyncio.run(run_host(kernel)))
+    try:
+        code = asyncio.run(run_host(kernel))
+    except PluginLoadError as exc:  # a plugin failed to start (a console with no token, say)
+        say(f"agentcore: {exc}", err=True)
+        code = 2
+    raise SystemExit(code)
 
 
 @main.command()

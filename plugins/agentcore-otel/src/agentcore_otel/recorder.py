@@ -25,8 +25,8 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.metrics import Meter
-from opentelemetry.util.types import AttributeValue
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
 
 from agentcore.inference.models import (
     Request,

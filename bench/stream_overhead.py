@@ -7,6 +7,7 @@ by the loopback server (`agentcore.testing`, on its own thread) and consumed by
   (b) `kernel.stream` with every default plugin discovered from entry points,
   (c) the official `openai` SDK, `chat.completions.create(stream=True)`,
   (d) LiteLLM's `acompletion(stream=True)`,
+  (e) (b) with the otel plugin exporting spans and metrics (OTLP/HTTP, to a sink that drops),
 
 in one run; (a) reads through httpx's default transport (httpcore), (b) through the
 adapters' `StreamTransport` under httpx. CPU is `time.thread_time()` of the consuming
@@ -15,7 +16,7 @@ sizes and dividing the difference in CPU by the difference in chunks; each size 
 a few times,
 in rounds that interleave the peers, and the fastest run kept. Prints CPU µs per
 chunk, CPU seconds per 10,000 chunks and each ratio to (a). Targets: (b) at most
-1.2x (a), and below (c) and (d).
+1.2x (a), and below (c) and (d); (e) at most 1.1x (b).
 
     .venv/bin/python bench/stream_overhead.py [--small 10000] [--large 50000] [--repeat 5]
                                               [--peers abcd]
@@ -25,11 +26,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
+import http.server
 import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -78,15 +82,42 @@ async def raw_httpx(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaita
     return run, client.aclose
 
 
-async def kernel_stream(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+class _OtlpSink(http.server.BaseHTTPRequestHandler):
+    """Accepts every OTLP/HTTP export and drops it (on a thread of its own, so its work is
+    not the consuming thread's)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def otlp_sink() -> str:
+    sink = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OtlpSink)
+    threading.Thread(target=sink.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{sink.server_address[1]}"
+
+
+async def kernel_stream(
+    server: LoopbackServer, *, otel: bool = False
+) -> tuple[Runner, Callable[[], Awaitable[None]]]:
     folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
+    sections = {"otel": {"endpoint": otlp_sink(), "metrics_interval_s": 1.0}} if otel else {}
     settings = server.write_settings(
-        folder / "agentcore.toml", {"bench": "openai-compatible"}, per_provider_urls=False
+        folder / "agentcore.toml",
+        {"bench": "openai-compatible"},
+        per_provider_urls=False,
+        sections=sections,
     )
     kernel = Kernel.load(settings)  # every default plugin, discovered from entry points
     await kernel.start()
     active = [r.name for r in kernel.records if r.state == "active"]
-    print(f"    (b) plugins active: {', '.join(active) or 'none'}")
+    print(f"    ({'e' if otel else 'b'}) plugins active: {', '.join(active) or 'none'}")
     request = Request(f"bench:{MODEL}", [Message.user("stream, please")], max_tokens=1_000_000)
 
     async def run(n: int) -> int:
@@ -166,7 +197,7 @@ async def main() -> int:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--peers", default="abcd", help="which of a, b, c, d to run (a always)")
+    parser.add_argument("--peers", default="abcde", help="which of a-e to run (a always)")
     args = parser.parse_args()
     os.environ[API_KEY_ENV] = API_KEY
 
@@ -175,6 +206,7 @@ async def main() -> int:
         ("(b) agentcore kernel.stream", kernel_stream),
         ("(c) openai SDK", openai_sdk),
         ("(d) litellm acompletion", litellm_sdk),
+        ("(e) (b) exporting to OTLP", functools.partial(kernel_stream, otel=True)),
     ]
     results: dict[str, float] = {}
     with LoopbackServer() as server:
@@ -220,6 +252,10 @@ async def main() -> int:
     if base and kernel:
         verdict = "meets" if kernel <= 1.2 * base else "MISSES"
         print(f"\n(b) {verdict} the 1.2x target ({kernel / base:.2f}x)")
+        otel = results.get("(e) (b) exporting to OTLP")
+        if otel:
+            verdict = "meets" if otel <= 1.1 * kernel else "MISSES"
+            print(f"(e) {verdict} the 1.1x target against (b) ({otel / kernel:.2f}x)")
         for peer in ("(c) openai SDK", "(d) litellm acompletion"):
             if peer in results:
                 word = "below" if kernel < results[peer] else "NOT below"

@@ -26,7 +26,8 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+"""Debian's Chromium (``make test`` installs it when missing); ``CHROMIUM=PATH`` names another."""
 TOKEN = "console-e2e-token-4242"
 SCREENSHOT_DIR_ENV = "AGENTCORE_SCREENSHOT_DIR"
 """Where a copy of the page's screenshot goes (the README's picture comes from here)."""

@@ -278,10 +278,13 @@ class Kernel:
     # -- traces and waits ------------------------------------------------------------
 
     async def emit(self, type: str, *, subject: object = None, **fields: Any) -> None:
-        """Every trace goes out here: its fields are redacted before any observer sees them.
+        self.emit_now(type, subject=subject, **fields)
 
-        `subject` is what the trace is about (`TraceEvent.subject`), never serialized."""
-        await self.hooks.trace(TraceEvent(type, redact_value(fields), subject=subject))
+    def emit_now(self, type: str, *, subject: object = None, **fields: Any) -> None:
+        """Every trace goes out here: its fields are redacted before any observer sees them.
+        It never waits for an observer, so plain functions may emit too. `subject` is what
+        the trace is about (`TraceEvent.subject`), for observers only: never serialized."""
+        self.hooks.trace(TraceEvent(type, redact_value(fields), subject=subject))
 
     @asynccontextmanager
     async def waiting(
@@ -289,11 +292,11 @@ class Kernel:
     ) -> AsyncIterator[Wait]:
         """Announce a wait to observers for as long as the block runs."""
         wait = Wait(f"w{next(self._ids)}", reason, attempt, time.monotonic(), until)
-        await self.hooks.wait_start(wait)
+        self.hooks.wait_start(wait)
         try:
             yield wait
         finally:
-            await self.hooks.wait_end(wait)
+            self.hooks.wait_end(wait)
 
     async def sleep(self, delay_s: float) -> None:
         """Sleep, unless the kernel stops first: then raise the shutting-down error."""

@@ -177,8 +177,12 @@ class PluginContext:
         return self.kernel.stopping
 
     async def emit(self, type: str, **fields: Any) -> None:
-        """Emit a trace event (camelCase fields) through `on_trace`."""
+        """Emit a trace event (camelCase fields) through `on_trace`; it never waits."""
         await self.kernel.emit(type, **fields)
+
+    def emit_now(self, type: str, **fields: Any) -> None:
+        """`emit` for a plain function: observers never make the emitter wait."""
+        self.kernel.emit_now(type, **fields)
 
     @asynccontextmanager
     async def waiting(

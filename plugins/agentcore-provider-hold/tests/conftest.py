@@ -33,16 +33,19 @@ kind = "scripted"
 
 @pytest.fixture
 def load(tmp_path: Path, recorder: TraceRecorder) -> Callable[..., Kernel]:
-    """A kernel with only the provider hold (and the recorder); `hold` is [provider_hold]."""
+    """A kernel with only the provider hold (and the recorder, and any `plugins`); `hold`
+    is [provider_hold]."""
 
-    def _load(hold: str = "", extra: str = "", **environ: str) -> Kernel:
+    def _load(
+        hold: str = "", extra: str = "", plugins: dict[str, object] | None = None, **environ: str
+    ) -> Kernel:
         path = tmp_path / "agentcore.toml"
         path.write_text(f"{BASE}\n[provider_hold]\n{hold}\n{extra}")
         return Kernel.load(
             path,
             environ=environ,
             discover_plugins=False,
-            plugins={"provider-hold": ProviderHold, "recorder": recorder},
+            plugins={"provider-hold": ProviderHold, "recorder": recorder, **(plugins or {})},
         )
 
     return _load

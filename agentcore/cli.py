@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 import time
 from contextlib import aclosing
@@ -238,14 +239,40 @@ def infer(
     raise SystemExit(code)
 
 
+CONSOLE_LISTEN_ENV = "AGENTCORE_CONSOLE__LISTEN"
+"""``[console] listen`` as an override: how ``serve --console ADDR`` turns the page on."""
+
+
 @main.command()
 @settings_option
-def serve(settings_path: Path | None) -> None:
+@click.option(
+    "--console",
+    "console",
+    metavar="ADDR",
+    default=None,
+    help="Serve the console page at http://ADDR/ for this run (HOST:PORT; [console] listen).",
+)
+def serve(settings_path: Path | None, console: str | None) -> None:
     """The host: connect to every configured MCPL server and serve it until signalled."""
     from agentcore.mcpl.host import run_host
 
-    kernel = load_kernel(settings_path)
-    raise SystemExit(asyncio.run(run_host(kernel)))
+    if console is None:
+        kernel = load_kernel(settings_path)
+    else:
+        kernel = load_kernel(settings_path, environ={**os.environ, CONSOLE_LISTEN_ENV: console})
+        if not any(r.name == "console" and r.state == "active" for r in kernel.records):
+            say(
+                "agentcore: --console needs the console plugin (package agentcore-console), "
+                "which is not installed or is disabled",
+                err=True,
+            )
+            raise SystemExit(2)
+    try:
+        code = asyncio.run(run_host(kernel))
+    except PluginLoadError as exc:  # a plugin failed to start (a console with no token, say)
+        say(f"agentcore: {exc}", err=True)
+        code = 2
+    raise SystemExit(code)
 
 
 @main.group()

@@ -65,7 +65,14 @@ from agentcore.settings import (
 )
 from agentcore.traces import TraceEvent
 
-DEFAULT_PLUGIN_SECTIONS = ("retry", "provider_hold", "waiting_trace", "mcpl.routing")
+DEFAULT_PLUGIN_SECTIONS = (
+    "retry",
+    "provider_hold",
+    "waiting_trace",
+    "mcpl.routing",
+    "otel",
+    "console",
+)
 """The default policies' sections (DESIGN.md's stable minimum): accepted, unread, when the
 plugin that reads one is disabled or not installed, so a settings file need not change."""
 
@@ -270,13 +277,14 @@ class Kernel:
 
     # -- traces and waits ------------------------------------------------------------
 
-    async def emit(self, type: str, **fields: Any) -> None:
-        self.emit_now(type, **fields)
+    async def emit(self, type: str, *, subject: object = None, **fields: Any) -> None:
+        self.emit_now(type, subject=subject, **fields)
 
-    def emit_now(self, type: str, **fields: Any) -> None:
+    def emit_now(self, type: str, *, subject: object = None, **fields: Any) -> None:
         """Every trace goes out here: its fields are redacted before any observer sees them.
-        It never waits for an observer, so plain functions may emit too."""
-        self.hooks.trace(TraceEvent(type, redact_value(fields)))
+        It never waits for an observer, so plain functions may emit too. `subject` is what
+        the trace is about (`TraceEvent.subject`), for observers only: never serialized."""
+        self.hooks.trace(TraceEvent(type, redact_value(fields), subject=subject))
 
     @asynccontextmanager
     async def waiting(
@@ -324,7 +332,16 @@ class Kernel:
         return inference, provider
 
     async def _start_trace(self, inference: Inference) -> None:
-        await self.emit("inference:start", provider=inference.provider, **_trace_fields(inference))
+        request = inference.request
+        await self.emit(
+            "inference:start",
+            subject=request,
+            provider=inference.provider,
+            providerKind=self.settings.providers[inference.provider].kind,
+            maxTokens=request.max_tokens,
+            temperature=request.temperature,
+            **_trace_fields(inference),
+        )
 
     # -- the pipeline --------------------------------------------------------------------
 
@@ -357,6 +374,7 @@ class Kernel:
                 attempt=attempt.number,
                 delayMs=round(decision.delay_s * 1000),
                 error=error.describe(),
+                errorKind=error.kind,
             )
             return decision.delay_s
         if isinstance(decision, GiveUp) and decision.error is not None:
@@ -371,6 +389,7 @@ class Kernel:
         inference = attempt.inference
         await self.emit(
             "inference:complete",
+            subject=response,
             modelServed=response.model_served,
             attempts=attempt.number,
             inputTokens=response.usage.input_tokens,
@@ -379,12 +398,15 @@ class Kernel:
             **_trace_fields(inference),
         )
 
-    async def _fail_trace(self, inference: Inference, attempts: int, error: InferenceError) -> None:
+    async def _fail_trace(
+        self, inference: Inference, attempts: int, error: InferenceError, *, refused: bool = False
+    ) -> None:
         await self.emit(
             "inference:fail",
             attempts=attempts,
             error=error.describe(),
             errorKind=error.kind,
+            refused=refused,
             **_trace_fields(inference),
         )
 
@@ -406,7 +428,7 @@ class Kernel:
             try:
                 await self._admit(attempt)
             except InferenceError as error:  # a refusal is the answer, as in stream()
-                await self._fail_trace(inference, number, error)
+                await self._fail_trace(inference, number, error, refused=True)
                 raise
             try:
                 watchdog = self._watch(math.inf, timeout)  # a whole call shows no progress
@@ -462,7 +484,7 @@ class Kernel:
                 try:
                     await self._admit(attempt)
                 except InferenceError as error:
-                    await self._fail_trace(inference, number, error)
+                    await self._fail_trace(inference, number, error, refused=True)
                     ended = True
                     yield Failed(error)
                     return
@@ -607,9 +629,14 @@ def _trace_fields(inference: Inference) -> dict[str, Any]:
         "model": inference.request.model,
         "streamed": inference.streamed,
     }
-    server = inference.request.metadata.get("serverId")
+    metadata = inference.request.metadata
+    server = metadata.get("serverId")
     if server is not None:
         fields["serverId"] = server
+        fields["mcplRequestId"] = metadata.get("mcplRequestId")  # the request it answers
+    conversation = metadata.get("conversationId")
+    if conversation is not None:
+        fields["conversationId"] = conversation
     return fields
 
 

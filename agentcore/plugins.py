@@ -36,6 +36,8 @@ BUNDLED_DISTRIBUTIONS = frozenset(
         "agentcore-provider-hold",
         "agentcore-waiting-trace",
         "agentcore-mcpl-router",
+        "agentcore-otel",
+        "agentcore-console",
     }
 )
 

@@ -26,6 +26,10 @@ class TraceEvent:
     type: str
     fields: dict[str, Any] = field(default_factory=dict)
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    subject: object = field(default=None, repr=False, compare=False)
+    """What the trace is about, for in-process observers that opt in to content: the
+    `Request` on ``inference:start``, the `Response` on ``inference:complete``. Never
+    serialized (not in `to_dict`), never redacted: whoever reads it redacts what it sends."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "timestamp": self.timestamp, **self.fields}

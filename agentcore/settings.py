@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
@@ -62,21 +62,10 @@ class PluginsSettings(Section):
     """When true, a plugin that fails to import or start stops the host."""
 
 
-ProviderKind = Literal["anthropic", "openai", "openrouter", "openai-compatible", "echo"]
-BUILTIN_KINDS: tuple[str, ...] = get_args(ProviderKind)
-
-
-def provider_kinds() -> list[str]:
-    """The kinds a `[providers.NAME]` section may name: the built-in ones and any a
-    plugin registered with `agentcore.providers.register_kind`."""
-    from agentcore import providers  # late: agentcore.providers imports this module
-
-    return sorted(set(BUILTIN_KINDS) | set(providers.kinds()))
-
-
 class ProviderSettings(Section):
     kind: str
-    """One of `provider_kinds()`."""
+    """A provider kind some plugin contributes (`agentcore plugins` lists them); the
+    kernel validates it against its own registry (`load_settings(..., kinds=)`)."""
     base_url: str | None = None
     """anthropic: the root (POST {base_url}/v1/messages); openai-family: the API base."""
     api_key_env: str | None = None
@@ -89,14 +78,6 @@ class ProviderSettings(Section):
     max_keepalive_connections: int = Field(default=20, ge=0)
     delay_s: float = 0.0
     """echo only: the pause before each word."""
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, kind: str) -> str:
-        kinds = provider_kinds()
-        if kind not in kinds:
-            raise ValueError(f"unknown provider kind {kind!r}; expected one of {', '.join(kinds)}")
-        return kind
 
     _environ: Mapping[str, str] | None = PrivateAttr(default=None)
     """The environment these settings were loaded from, where the key is read too."""
@@ -120,6 +101,9 @@ class InferenceSettings(Section):
     """One attempt, whole, may take at most this long."""
     unknown_stop: Literal["end_turn", "error"] = "end_turn"
     """How a provider stop token with no mapping is handled."""
+    max_stated_wait_s: float = Field(default=600.0, ge=0)
+    """The longest wait a provider may ask for (Retry-After and friends) that a call will
+    honour: a longer one fails the call at once. One limit for every policy that waits."""
 
 
 class McplServerSettings(Section):
@@ -278,7 +262,8 @@ def _graft(base: type[BaseModel], sections: Mapping[str, type[BaseModel] | None]
         if rest:
             nested.setdefault(head, {})[rest] = model
         elif model is None:  # a disabled plugin's section: accepted, not read
-            direct[head] = (dict[str, Any], Field(default_factory=dict))
+            if head not in base.model_fields:  # (a kernel's own section stays typed)
+                direct[head] = (dict[str, Any], Field(default_factory=dict))
         else:
             direct[head] = (model, Field(default_factory=model))
     for head, children in nested.items():
@@ -323,26 +308,52 @@ def _lookup(tree: Mapping[str, Any], key: str | tuple[str, ...]) -> bool:
     return True
 
 
+def _with_kinds(base: type[Settings], kinds: Collection[str]) -> type[Settings]:
+    """`base` whose ``[providers.NAME] kind`` must be one of `kinds`."""
+    known = sorted(kinds)
+
+    def known_kind(cls: type[ProviderSettings], kind: str) -> str:
+        if kind not in known:
+            raise ValueError(f"unknown provider kind {kind!r}; expected one of {', '.join(known)}")
+        return kind
+
+    provider = create_model(
+        ProviderSettings.__name__,
+        __base__=ProviderSettings,
+        __validators__={"known_kind": field_validator("kind")(known_kind)},
+    )
+    # Validated like a file's table (pydantic-settings validates defaults), so typed alike.
+    echo = {"echo": {"kind": "echo"}} if "echo" in known else {}
+    field = (dict[str, provider], Field(default_factory=lambda: dict(echo)))  # type: ignore[valid-type]
+    return create_model(base.__name__, __base__=base, providers=field)
+
+
 def load_settings(
     path: Path | None = None,
     *,
     sections: Mapping[str, type[BaseModel] | None] | None = None,
     environ: Mapping[str, str] | None = None,
+    kinds: Collection[str] | None = None,
 ) -> LoadedSettings:
     """Read and validate the deployment's settings.
 
     `sections` maps each plugin's section path to its model (None: a known
-    section that nobody will read, such as a disabled plugin's).
+    section that nobody will read, such as a disabled plugin's). `kinds` are the
+    provider kinds the kernel's plugins contribute: ``[providers.NAME] kind`` must
+    name one (None: not checked here).
     """
     environ = os.environ if environ is None else environ
     root = _graft(Settings, sections or {})
+    if kinds is not None:
+        root = _with_kinds(root, kinds)
     file_values = read_toml(path) if path is not None else {}
     env_values = _env_values(root, environ)
     loaded_cls = type(root.__name__, (root,), {"toml_path": path})
     try:
         settings = loaded_cls(**env_values)
     except ValidationError as exc:
-        raise SettingsError(list(_describe(exc, path, root, file_values, env_values))) from None
+        problems = _describe(exc, path, root, file_values, env_values, kinds)
+        raise SettingsError(list(problems)) from None
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values)
@@ -354,6 +365,7 @@ def _describe(
     root: type[BaseModel],
     file_values: Mapping[str, Any],
     env_values: Mapping[str, Any],
+    kinds: Collection[str] | None,
 ) -> Iterator[str]:
     """One line per problem: where it came from, the key path, and what was expected."""
     for error in exc.errors():
@@ -366,7 +378,8 @@ def _describe(
             expected = f" (expected one of: {', '.join(allowed)})" if allowed else ""
             yield f"{where}: {key}: unknown key{expected}"
         elif kind == "missing":
-            yield f"{where}: {key}: required value missing (expected {_expected(root, loc)})"
+            expected = _expected(root, loc, kinds)
+            yield f"{where}: {key}: required value missing (expected {expected})"
         else:
             yield f"{where}: {key}: {error['msg']} (got {error.get('input')!r})"
 
@@ -432,9 +445,11 @@ _TYPE_NAMES: dict[Any, str] = {
 }
 
 
-def _expected(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
-    if loc and loc[-1] == "kind" and _annotation_at(root, loc[:-1]) is ProviderSettings:
-        return "one of " + ", ".join(provider_kinds())
+def _expected(root: type[BaseModel], loc: tuple[Any, ...], kinds: Collection[str] | None) -> str:
+    parent = _annotation_at(root, loc[:-1]) if loc else None
+    is_provider = isinstance(parent, type) and issubclass(parent, ProviderSettings)
+    if kinds is not None and loc[-1:] == ("kind",) and is_provider:
+        return "one of " + ", ".join(sorted(kinds))
     annotation = _annotation_at(root, loc)
     if get_origin(annotation) is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(annotation))

@@ -61,6 +61,7 @@ from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    SHUTDOWN_MESSAGE,
     UNKNOWN_FEATURE_SET,
     McplError,
     McplRequest,
@@ -70,7 +71,6 @@ from agentcore.mcpl.transports import ReconnectPolicy, TransportFactory
 MCP_PROTOCOL_VERSION = "2025-06-18"
 MCPL_VERSION = "0.5"
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
-SHUTDOWN_MESSAGE = "the host is shutting down"
 
 # What this host supports, as §5.2 shapes it.
 HOST_MCPL_CAPABILITIES: dict[str, Any] = {

@@ -10,7 +10,7 @@ import pytest
 from agentcore_provider_hold import ProviderHold
 
 from agentcore.kernel import Kernel
-from agentcore.testing import ScriptedProvider, TraceRecorder
+from agentcore.testing import ScriptedProvider, TraceRecorder, scripted_kind
 
 
 @pytest.fixture
@@ -32,7 +32,9 @@ kind = "scripted"
 
 
 @pytest.fixture
-def load(tmp_path: Path, recorder: TraceRecorder) -> Callable[..., Kernel]:
+def load(
+    tmp_path: Path, recorder: TraceRecorder, provider: ScriptedProvider
+) -> Callable[..., Kernel]:
     """A kernel with only the provider hold (and the recorder); `hold` is [provider_hold]."""
 
     def _load(hold: str = "", extra: str = "", **environ: str) -> Kernel:
@@ -42,7 +44,11 @@ def load(tmp_path: Path, recorder: TraceRecorder) -> Callable[..., Kernel]:
             path,
             environ=environ,
             discover_plugins=False,
-            plugins={"provider-hold": ProviderHold, "recorder": recorder},
+            plugins={
+                "provider-hold": ProviderHold,
+                "recorder": recorder,
+                "scripted": scripted_kind(provider),
+            },
         )
 
     return _load

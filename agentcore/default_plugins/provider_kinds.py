@@ -1,0 +1,40 @@
+"""The built-in provider kinds, contributed through `agentcore_provider_kinds` like any
+plugin's: anthropic, openai (with openrouter and openai-compatible) and echo.
+
+Each adapter is imported when a provider of its kind is first made, not at load.
+"""
+
+from __future__ import annotations
+
+from agentcore.markers import hookimpl
+from agentcore.providers import Provider, ProviderFactory
+from agentcore.settings import InferenceSettings, ProviderSettings
+
+
+def echo(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.echo import EchoProvider
+
+    return EchoProvider(name, config)
+
+
+def anthropic(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider(name, config, inference)
+
+
+def openai(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.openai import OpenAIProvider
+
+    return OpenAIProvider(name, config, inference, config.kind)
+
+
+@hookimpl
+def agentcore_provider_kinds() -> dict[str, ProviderFactory]:
+    return {
+        "anthropic": anthropic,
+        "openai": openai,
+        "openrouter": openai,
+        "openai-compatible": openai,
+        "echo": echo,
+    }

@@ -16,6 +16,7 @@ from providers_support import (
     ChunkStream,
     awkward_cuts,
     collect,
+    create_provider,
     invisible,
     request,
     splits,
@@ -41,7 +42,6 @@ from agentcore.inference import (
     UsageUpdate,
 )
 from agentcore.log import redact
-from agentcore.providers import create_provider
 from agentcore.providers.anthropic import AnthropicProvider
 from agentcore.settings import InferenceSettings, ProviderSettings
 

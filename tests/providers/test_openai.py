@@ -17,6 +17,7 @@ from providers_support import (
     ChunkStream,
     awkward_cuts,
     collect,
+    create_provider,
     invisible,
     request,
     splits,
@@ -41,7 +42,6 @@ from agentcore.inference import (
     ToolUseBlock,
 )
 from agentcore.log import redact
-from agentcore.providers import create_provider
 from agentcore.providers.openai import FINISH_ERROR, OpenAIProvider
 from agentcore.settings import InferenceSettings, ProviderSettings
 

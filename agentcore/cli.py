@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sys
+import time
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.status import Status
+from rich.text import Text
 
 from agentcore import __version__, hookimpl
 from agentcore.inference import (
@@ -31,6 +34,7 @@ from agentcore.inference import (
 from agentcore.inference.outcome import aborted_message, completion_problem, result_object
 from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.log import configure_logging
+from agentcore.redaction import redact, shown_setting
 from agentcore.settings import SettingsError, dotted, flatten
 from agentcore.traces import TraceEvent
 
@@ -43,11 +47,17 @@ settings_option = click.option(
 )
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """Every line the command prints goes out here, through the redaction boundary: an
+    error message may quote a provider's reply, and some providers echo the key."""
+    click.echo(redact(text), err=err)
+
+
 def load_kernel(settings_path: Path | None, **kwargs: Any) -> Kernel:
     try:
         return Kernel.load(settings_path, **kwargs)
     except (SettingsError, PluginLoadError) as exc:
-        click.echo(f"agentcore: {exc}", err=True)
+        say(f"agentcore: {exc}", err=True)
         raise SystemExit(2) from None
 
 
@@ -72,7 +82,7 @@ def plugins(settings_path: Path | None) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
-        click.echo(("  ".join(cells) + "  " + row[4]).rstrip())
+        say(("  ".join(cells) + "  " + row[4]).rstrip())
 
 
 @main.command("settings")
@@ -82,21 +92,44 @@ def settings_command(settings_path: Path | None) -> None:
     kernel = load_kernel(settings_path, strict=False)
     loaded = kernel.loaded
     for path, value in flatten(loaded.settings.model_dump(mode="json")):
-        click.echo(f"{dotted(path)} = {json.dumps(value)}    # {loaded.source_of(path)}")
+        shown = json.dumps(shown_setting(path, value))
+        say(f"{dotted(path)} = {shown}    # {loaded.source_of(path)}")
     for name, provider in sorted(loaded.settings.providers.items()):
         if provider.api_key_env:
             state = "[REDACTED]" if provider.api_key() else "(not set)"
-            click.echo(
-                f"providers.{name}.api_key = {state}    # environment {provider.api_key_env}"
-            )
+            say(f"providers.{name}.api_key = {state}    # environment {provider.api_key_env}")
+
+
+class WaitLine:
+    """The status line's text for one wait, worked out afresh each time it is drawn, so the
+    seconds left count down every second however far apart the waiting traces come."""
+
+    def __init__(self, target: str, reason: object, deadline: float | None) -> None:
+        self.target = target
+        self.reason = reason
+        self.deadline = deadline  # time.time() when the wait should end; None: nobody knows
+
+    def __str__(self) -> str:
+        if self.deadline is None:
+            return redact(f"waiting for {self.target}, {self.reason}")
+        left = max(0, math.ceil(self.deadline - time.time()))
+        return redact(f"waiting for {self.target}, {self.reason}, {left} s left")
+
+    def __rich__(self) -> Text:
+        return Text(str(self))
 
 
 class InferStatus:
-    """A live status line on stderr while a call waits, drawn from `inference:waiting` traces."""
+    """A live status line on stderr while a call waits, drawn from `inference:waiting` traces.
+
+    rich redraws the line several times a second in its own thread; each redraw
+    reads the clock (`WaitLine`), so the countdown needs no trace and no task.
+    """
 
     def __init__(self, console: Console) -> None:
         self._console = console
         self._status: Status | None = None
+        self._line: WaitLine | None = None
 
     @hookimpl
     def on_trace(self, event: TraceEvent) -> None:
@@ -104,30 +137,40 @@ class InferStatus:
             return
         fields = event.fields
         if fields.get("ended"):
-            if self._status is not None:
-                self._status.stop()
-                self._status = None
+            self.agentcore_stop()
             return
         remaining = fields.get("remainingMs")
-        left = f", {remaining / 1000:.0f} s left" if isinstance(remaining, int | float) else ""
+        deadline = (
+            (event.timestamp + remaining) / 1000 if isinstance(remaining, int | float) else None
+        )
         target = f"{fields.get('provider')}:{fields.get('model')}"
-        text = f"waiting for {target}, {fields.get('reason')}{left}"
+        self._line = WaitLine(target, fields.get("reason"), deadline)
         if self._status is None:
-            self._status = self._console.status(text)
+            self._status = self._console.status(self._line)
             self._status.start()
         else:
-            self._status.update(text)
+            self._status.update(self._line)
 
     @property
     def text(self) -> str | None:
         """What the status line says now, or None while nothing waits."""
-        return None if self._status is None else str(self._status.status)
+        return None if self._line is None else str(self._line)
 
     @hookimpl
     def agentcore_stop(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
+        self._line = None
+
+
+def end_text_line(printed: bool) -> bool:
+    """End the line of streamed text, if one is open, so that what follows (an error on
+    stderr, on the same terminal) starts a line of its own. Returns False: no line is open."""
+    if printed:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    return False
 
 
 async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
@@ -139,7 +182,7 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
             try:
                 response = await kernel.complete(request)
             except InferenceError as exc:
-                click.echo(f"agentcore: the inference failed: {exc.describe()}", err=True)
+                say(f"agentcore: the inference failed: {exc.describe()}", err=True)
                 return 1
         else:
             async with aclosing(kernel.stream(request)) as events:
@@ -147,27 +190,26 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
                     if isinstance(event, Complete):
                         response = event.response
                     elif isinstance(event, Failed):
-                        click.echo(
-                            f"agentcore: the inference failed: {event.error.describe()}", err=True
-                        )
+                        printed = end_text_line(printed)
+                        say(f"agentcore: the inference failed: {event.error.describe()}", err=True)
                     elif isinstance(event, Aborted):
-                        click.echo(f"agentcore: {aborted_message(event)}", err=True)
+                        printed = end_text_line(printed)
+                        say(f"agentcore: {aborted_message(event)}", err=True)
                     elif not as_json and isinstance(event, Token) and event.visible:
-                        sys.stdout.write(event.text)
+                        sys.stdout.write(redact(event.text))
                         sys.stdout.flush()
                         printed = True
-    if printed:
-        sys.stdout.write("\n")
+    end_text_line(printed)
     if response is None:
         return 1
     problem = completion_problem(response, offers="agentcore infer")
     if problem is not None:
-        click.echo(f"agentcore: {problem}", err=True)
+        say(f"agentcore: {problem}", err=True)
         return 1
     if as_json:
-        click.echo(json.dumps(result_object(response)))
+        say(json.dumps(result_object(response)))
     elif not stream:
-        click.echo(response.text)
+        say(response.text)
     return 0
 
 

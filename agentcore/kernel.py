@@ -63,6 +63,7 @@ from agentcore.plugins import (
     read_section,
 )
 from agentcore.providers import KindClash, Provider, ProviderKinds
+from agentcore.redaction import redact_value
 from agentcore.settings import (
     LoadedSettings,
     Settings,
@@ -271,7 +272,8 @@ class Kernel:
     # -- traces and waits ------------------------------------------------------------
 
     async def emit(self, type: str, **fields: Any) -> None:
-        await self.hooks.trace(TraceEvent(type, fields))
+        """Every trace goes out here: its fields are redacted before any observer sees them."""
+        await self.hooks.trace(TraceEvent(type, redact_value(fields)))
 
     @asynccontextmanager
     async def waiting(

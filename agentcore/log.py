@@ -1,42 +1,29 @@
-"""Logging to stderr with loguru, with every known secret redacted.
+"""Logging to stderr with loguru, every line through the redaction boundary.
 
-Secrets (API keys, Authorization headers) never reach logs or traces: a
-provider registers each key it resolves with `register_secret`, and every log
-record and trace line is scrubbed of those values and of header-shaped text.
+Secrets (API keys, Authorization headers) never reach logs: every record is
+scrubbed by `agentcore.redaction.redact_log` (registered secrets, and
+header-shaped text) before it is written. `register_secret`, `redact` (the log
+form) and `REDACTED` are re-exported here for the callers that import them
+from this module.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from agentcore.redaction import REDACTED, register_secret
+from agentcore.redaction import redact_log as redact
+
 if TYPE_CHECKING:
     from loguru import Message
 
 LEVEL_ENV = "AGENTCORE_LOG_LEVEL"
-REDACTED = "[REDACTED]"
 
-_secrets: set[str] = set()
-_HEADER_PATTERN = re.compile(
-    r"(?i)(authorization|x-api-key|api-key)(['\"]?\s*[:=]\s*['\"]?)(bearer\s+)?[^\s'\",}]+"
-)
-
-
-def register_secret(value: str | None) -> None:
-    """Remember a secret value so it is scrubbed from every log line and trace."""
-    if value and len(value) >= 4:
-        _secrets.add(value)
-
-
-def redact(text: str) -> str:
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return _HEADER_PATTERN.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+__all__ = ["LEVEL_ENV", "REDACTED", "configure_logging", "redact", "register_secret"]
 
 
 def _write(message: Message) -> None:

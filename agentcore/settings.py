@@ -36,7 +36,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from agentcore.log import register_secret
+from agentcore.redaction import register_secret, settings_secrets
 
 ENV_PREFIX = "AGENTCORE_"
 SETTINGS_ENV = "AGENTCORE_SETTINGS"
@@ -99,8 +99,10 @@ class InferenceSettings(Section):
     """A stream that brings no new visible text this long is cut with a timeout error."""
     request_timeout_s: float = 600.0
     """One attempt, whole, may take at most this long."""
-    unknown_stop: Literal["end_turn", "error"] = "end_turn"
-    """How a provider stop token with no mapping is handled."""
+    unknown_stop: Literal["end_turn", "error"] = "error"
+    """How a provider stop token with no mapping is handled: the attempt fails with an
+    error naming it, or (``end_turn``) the response ends ``end_turn`` marked unmapped,
+    which `agentcore infer` and the MCPL router still refuse, naming the token."""
     max_stated_wait_s: float = Field(default=600.0, ge=0)
     """The longest wait a provider may ask for (Retry-After and friends) that a call will
     honour: a longer one fails the call at once. One limit for every policy that waits."""
@@ -349,6 +351,12 @@ def load_settings(
     file_values = read_toml(path) if path is not None else {}
     env_values = _env_values(root, environ)
     loaded_cls = type(root.__name__, (root,), {"toml_path": path})
+    # Before anything is reported or run: every credential the file or the environment
+    # configures (keys, header values, URL userinfo and ?key=, a server's secret env) is
+    # masked in every output from here on, a settings error's own message included.
+    for values in (file_values, env_values):
+        for secret in settings_secrets(values, environ):
+            register_secret(secret)
     try:
         settings = loaded_cls(**env_values)
     except ValidationError as exc:

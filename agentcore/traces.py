@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from agentcore.log import redact
 from agentcore.markers import hookimpl
 from agentcore.plugins import SettingsSection
+from agentcore.redaction import redact_log
 from agentcore.settings import TracesSettings
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class TraceEvent:
 
     def to_json(self) -> str:
         """One line of JSON, with any known secret redacted."""
-        return redact(json.dumps(self.to_dict(), default=str, ensure_ascii=False))
+        return redact_log(json.dumps(self.to_dict(), default=str, ensure_ascii=False))
 
 
 class JsonlTraceSink:

@@ -10,6 +10,7 @@ from agentcore.inference.errors import (
     ErrorKind,
     InferenceError,
     PluginError,
+    unmapped_stop_message,
 )
 from agentcore.inference.events import (
     TERMINAL_TYPES,
@@ -82,4 +83,5 @@ __all__ = [
     "ToolUseBlock",
     "Usage",
     "UsageUpdate",
+    "unmapped_stop_message",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
+from agentcore.redaction import redact
+
 ErrorKind: TypeAlias = Literal[
     "rate_limit",
     "overloaded",
@@ -38,6 +40,15 @@ NO_RESULT_MESSAGE = "The inference stream ended without a result"
 """What a stream that ends with no terminal event fails with, whoever notices it."""
 
 
+def unmapped_stop_message(token: str | None) -> str:
+    """What an inference that ended with a provider stop token no adapter maps is refused
+    with, by the adapter (``unknown_stop = "error"``) or by the completion rule."""
+    return (
+        f"The provider ended the inference with stop token {token!r}, "
+        "which agentcore has no stop reason for"
+    )
+
+
 class InferenceError(Exception):
     """An attempt or an inference failed; `str(error)` is the message a user reads."""
 
@@ -53,6 +64,8 @@ class InferenceError(Exception):
         provider: str | None = None,
         model: str | None = None,
     ) -> None:
+        # Redacted at the source: a provider may echo the key in its error body.
+        message = redact(message)
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message

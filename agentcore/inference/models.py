@@ -113,11 +113,17 @@ class Usage:
 
 @dataclass(slots=True)
 class StopInfo:
-    """Why the model stopped: the normalized reason, the provider's own token, the sequence."""
+    """Why the model stopped: the normalized reason, the provider's own token, the sequence.
+
+    `mapped` is False when no adapter knows the provider's token (`raw`): `reason`
+    is then only the ``[inference] unknown_stop = "end_turn"`` stand-in, and the
+    completion rule (`agentcore.inference.outcome`) refuses it as a result.
+    """
 
     reason: StopReason
     raw: str | None = None
     sequence: str | None = None
+    mapped: bool = True
 
 
 @dataclass(slots=True)

@@ -1,16 +1,17 @@
 """Which endings count as a plain completion: the rule `agentcore infer` and the MCPL router share.
 
 MCPL's `FinishReason` (SPEC §11.3) names only ``end_turn``, ``max_tokens`` and
-``stop_sequence``. An inference that ended any other way, or that called a
-tool, is not a result a caller that offers no tools can use: it gets an error
-whose message says why.
+``stop_sequence``. An inference that ended any other way (a provider stop token
+no adapter maps included, whatever ``[inference] unknown_stop`` says), or that
+called a tool, is not a result a caller that offers no tools can use: it gets an
+error whose message says why.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentcore.inference.errors import InferenceError
+from agentcore.inference.errors import InferenceError, unmapped_stop_message
 from agentcore.inference.events import Aborted
 from agentcore.inference.models import Response, ToolUseBlock
 
@@ -38,6 +39,8 @@ def completion_problem(response: Response, offers: str = "inference/request") ->
     """
     if response.stop.raw == "error":
         return "The provider ended the inference with an error (finish_reason 'error')"
+    if not response.stop.mapped:
+        return unmapped_stop_message(response.stop.raw)
     calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
     if calls:
         names = ", ".join(dict.fromkeys(b.name for b in calls))

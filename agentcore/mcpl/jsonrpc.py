@@ -45,6 +45,7 @@ from agentcore.mcpl.protocol import (
     PARSE_ERROR,
     McplError,
 )
+from agentcore.redaction import redact
 
 RequestId = int | str
 Params = dict[str, Any] | list[Any] | None
@@ -325,6 +326,8 @@ class JsonRpcPeer:
         await self._send(_dumps(message))
 
     async def _send(self, text: str) -> None:
+        # Every frame passes the redaction boundary: an error or a chunk may quote a key.
+        text = redact(text)
         # One lock for every frame: a transport sees whole frames, one at a time.
         async with self._send_lock:
             try:

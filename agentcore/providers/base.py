@@ -12,7 +12,15 @@ from typing import Protocol
 
 from loguru import logger
 
-from agentcore.inference import InferenceError, Request, Response, StopInfo, StopReason, StreamEvent
+from agentcore.inference import (
+    InferenceError,
+    Request,
+    Response,
+    StopInfo,
+    StopReason,
+    StreamEvent,
+    unmapped_stop_message,
+)
 
 
 class Provider(Protocol):
@@ -42,13 +50,14 @@ def normalize_stop(
     token: str | None,
     mapping: Mapping[str, StopReason],
     *,
-    unknown_stop: str = "end_turn",
+    unknown_stop: str = "error",
     sequence: str | None = None,
 ) -> StopInfo:
     """Map a provider's stop token to the closed set, keeping the raw token.
 
     A token with no mapping is logged once per (provider, token) and handled as
-    `[inference] unknown_stop` says: as ``end_turn``, or as an error.
+    `[inference] unknown_stop` says: as an error, or as ``end_turn`` marked unmapped
+    (which the completion rule still refuses).
     """
     if token is not None and token in mapping:
         return StopInfo(reason=mapping[token], raw=token, sequence=sequence)
@@ -58,10 +67,6 @@ def normalize_stop(
         logger.warning("provider {} sent stop token {!r}, which has no mapping", provider, token)
     if unknown_stop == "error":
         raise InferenceError(
-            "unknown",
-            f"The provider ended the inference with stop token {token!r}, "
-            "which agentcore has no stop reason for",
-            retryable=False,
-            provider=provider,
+            "unknown", unmapped_stop_message(token), retryable=False, provider=provider
         )
-    return StopInfo(reason="end_turn", raw=token, sequence=sequence)
+    return StopInfo(reason="end_turn", raw=token, sequence=sequence, mapped=False)

@@ -42,8 +42,8 @@ from agentcore.inference import (
     Usage,
     UsageUpdate,
 )
-from agentcore.log import register_secret
 from agentcore.providers.transport import StreamTransport
+from agentcore.redaction import redact, register_secret
 from agentcore.settings import ProviderSettings
 
 __all__ = [
@@ -350,6 +350,12 @@ class ErrorBody:
     raw: Any = None
 
 
+def _excerpt(text: str, limit: int) -> str:
+    """The start of a provider's text for a message, redacted before it is cut: a key the
+    provider echoed must not survive as a prefix that no longer matches it whole."""
+    return redact(text.strip())[:limit]
+
+
 def parse_error_body(body: Any) -> ErrorBody:
     """Read Anthropic ``{"type": "error", "error": {"type", "message"}}``, OpenAI
     ``{"error": {"message", "type", "code"}}``, OpenRouter ``{"error": {"code": 429, ...}}``,
@@ -359,17 +365,17 @@ def parse_error_body(body: Any) -> ErrorBody:
         try:
             body = json.loads(text)
         except ValueError:
-            return ErrorBody(message=text.strip()[:500] or None, raw=text)
+            return ErrorBody(message=_excerpt(text, 500) or None, raw=text)
     elif isinstance(body, str):
         try:
             body = json.loads(body)
         except ValueError:
-            return ErrorBody(message=body.strip()[:500] or None, raw=body)
+            return ErrorBody(message=_excerpt(body, 500) or None, raw=body)
     raw = body
     if isinstance(body, list) and body and isinstance(body[0], Mapping):
         body = body[0]
     if not isinstance(body, Mapping):
-        return ErrorBody(message=None if body is None else str(body)[:500], raw=raw)
+        return ErrorBody(message=None if body is None else _excerpt(str(body), 500), raw=raw)
     error = body.get("error", body)
     if isinstance(error, str):
         return ErrorBody(message=error, raw=raw, retry_after_s=retry_after_from_body(body))
@@ -694,7 +700,7 @@ async def post_json(
     except ValueError:
         raise InferenceError(
             "server",
-            f"The provider's reply is not JSON: {response.text[:200]!r}",
+            f"The provider's reply is not JSON: {_excerpt(response.text, 200)!r}",
             status=response.status_code,
             provider=provider,
             model=model,
@@ -729,7 +735,7 @@ def is_event_stream(response: httpx.Response) -> bool:
 def not_json(data: str, *, provider: str, model: str) -> InferenceError:
     return InferenceError(
         "server",
-        f"The provider sent a stream event that is not JSON: {data[:200]!r}",
+        f"The provider sent a stream event that is not JSON: {_excerpt(data, 200)!r}",
         provider=provider,
         model=model,
     )

@@ -49,6 +49,9 @@ Every scenario plays on both wires, streamed or whole as the request asks:
 - ``Scenario.bad_request()``, ``unauthorized()``: 400, 401
 - ``Scenario.quota()``: a 429 that is a quota failure (``insufficient_quota``, not retryable)
 - ``Scenario.context_length()``: a 400 for a prompt over the context window
+- ``Scenario.echoes_credentials()``: a 401 whose message echoes the request's
+  Authorization, ``x-api-key`` and other ``x-*`` headers (``mid_stream=True``: in an
+  error frame after some text), as some OpenAI-compatible servers do
 - ``Scenario.long(50_000)``: N text chunks, rendered once (benchmarks)
 - ``Scenario.echo()``: the last user message back
 

@@ -132,6 +132,8 @@ class Scenario:
     headers: Mapping[str, str] = field(default_factory=dict)
     retry_after_date_in: float | None = None
     """Send ``retry-after`` as the HTTP date this many seconds after the reply is sent."""
+    echo_credentials: bool = False
+    """The error's message is the request's credentials, echoed (`credentials_message`)."""
 
     def replace(self, **changes: Any) -> Scenario:
         """A copy with some fields changed: ``Scenario.text("hi").replace(model="m-2")``."""
@@ -362,6 +364,18 @@ class Scenario:
         return cls.http_error(401, message, code="invalid_api_key", **options)
 
     @classmethod
+    def echoes_credentials(cls, *, mid_stream: bool = False, **options: Any) -> Scenario:
+        """An error whose message repeats the request's credentials, as some OpenAI-compatible
+        servers do (``401 "Incorrect API key provided: Bearer sk-..."``): HTTP 401, or with
+        `mid_stream` text and then an error frame (`stream_error`'s shapes). For tests that
+        no key leaves the host."""
+        if mid_stream:
+            base = cls.stream_error(error_type="authentication_error", **options)
+        else:
+            base = cls.unauthorized(**options)
+        return base.replace(echo_credentials=True)
+
+    @classmethod
     def quota(
         cls,
         message: str = (
@@ -439,6 +453,19 @@ def _tool_json(scenario: Scenario) -> tuple[list[str], str]:
         full = full[: max(1, len(full) // 2)]
     step = max(1, len(full) // 3)
     return [full[i : i + step] for i in range(0, len(full), step)], full
+
+
+def credentials_message(headers: Mapping[str, str]) -> str:
+    """What a server that echoes credentials says: the request's Authorization value, then
+    every other credential it could carry (``x-api-key``, any ``x-*`` header, cookies)."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    echoed = [lowered["authorization"]] if "authorization" in lowered else []
+    echoed += [
+        f"{name}={value}"
+        for name, value in lowered.items()
+        if name == "cookie" or name.startswith("x-")
+    ]
+    return "Incorrect API key provided: " + "; ".join(echoed)
 
 
 def render(scenario: Scenario, wire: Wire, request: Any) -> Play:

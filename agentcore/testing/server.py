@@ -23,6 +23,7 @@ from agentcore.testing.scenarios import (
     Unplayable,
     Wire,
     carries_text,
+    credentials_message,
     encode_frame,
     render,
 )
@@ -169,17 +170,20 @@ class LoopbackServer:
         sections: Mapping[str, Mapping[str, Any]] | None = None,
         key_env: str = API_KEY_ENV,
         per_provider_urls: bool = True,
+        headers: Mapping[str, str] | None = None,
     ) -> str:
         """A settings file with a ``[providers.NAME]`` for each NAME -> kind (default
         `DEFAULT_PROVIDERS`), each pointed at this server (at ``/p/NAME`` when
-        `per_provider_urls`, so `script(..., provider=NAME)` reaches it), plus
-        ``[inference]`` and any other `sections` (``{"retry": {"max_attempts": 2}}``)."""
+        `per_provider_urls`, so `script(..., provider=NAME)` reaches it) and sending
+        `headers`, plus ``[inference]`` and any other `sections`
+        (``{"retry": {"max_attempts": 2}}``)."""
         out: dict[str, Any] = {}
         out["providers"] = {
             name: {
                 "kind": kind,
                 "base_url": self.base_url(kind, name if per_provider_urls else None),
                 "api_key_env": key_env,
+                **({"headers": dict(headers)} if headers else {}),
             }
             for name, kind in (providers or DEFAULT_PROVIDERS).items()
         }
@@ -331,6 +335,8 @@ class LoopbackServer:
             body = raw.decode(errors="replace")
         scenario = self._next(provider)
         headers = {k.lower(): v for k, v in request.headers.items()}
+        if scenario is not None and scenario.echo_credentials:
+            scenario = scenario.replace(message=credentials_message(headers))
         call = Call(wire, provider, request.path, headers, body, scenario)
         self.calls.append(call)
         try:

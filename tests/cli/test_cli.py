@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,6 +25,18 @@ def agentcore(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         text=True,
         timeout=60,
         env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def one_stream(*args: str) -> subprocess.CompletedProcess[str]:
+    """`agentcore ARGS` with stderr and stdout in one pipe (in `.stdout`), as on a terminal."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentcore", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
         stdin=subprocess.DEVNULL,
     )
 
@@ -113,6 +126,59 @@ def test_infer_any_other_ending_exits_non_zero_with_no_result(
     assert API_KEY not in done.stderr
 
 
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+def test_an_error_after_streamed_text_starts_a_line_of_its_own(
+    loopback_provider: LoopbackServer, settings: Path, model: str
+) -> None:
+    loopback_provider.script(Scenario.stream_error("Partial text", message="Overloaded"))
+    done = one_stream("infer", "--settings", str(settings), "--model", model, "Hi")
+    assert done.returncode == 1
+    text, error = done.stdout.split("\n", 1)
+    assert text == "Partial text"
+    assert error.startswith("agentcore: the inference failed: ")
+    assert "Overloaded" in error and error.endswith("\n") and "\n\n" not in done.stdout
+
+
+def test_a_timeout_after_streamed_text_starts_a_line_of_its_own(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic"}, inference={"progress_timeout_s": 0.3}, sections=FAST_RETRY
+    )
+    loopback_provider.script(Scenario.stall("Partial text"))
+    done = one_stream("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
+    assert done.returncode == 1
+    assert done.stdout.startswith("Partial text\nagentcore: The inference stopped before it "), (
+        done.stdout
+    )
+
+
+@pytest.mark.parametrize("unknown_stop", [None, "end_turn"], ids=["default", "end_turn"])
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+def test_infer_refuses_a_stop_token_no_adapter_maps(
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    unknown_stop: str | None,
+    stream: str,
+    model: str,
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic", "o": "openai"},
+        inference={} if unknown_stop is None else {"unknown_stop": unknown_stop},
+        sections=FAST_RETRY,
+    )
+    loopback_provider.script(Scenario.text("Odd end", raw_stop="weird"))
+    done = agentcore("infer", "--settings", str(settings), "--model", model, "--json", stream, "Hi")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert (
+        "The provider ended the inference with stop token 'weird', "
+        "which agentcore has no stop reason for"
+    ) in done.stderr
+    assert len(loopback_provider.calls) == 1  # not retried
+
+
 def test_infer_with_no_settings_uses_echo() -> None:
     done = agentcore("infer", "--model", "echo:any", "--json", "say it back")
     assert done.returncode == 0, done.stderr
@@ -148,6 +214,110 @@ def test_settings_show_sources_and_never_a_key(settings: Path) -> None:
     assert "inference.request_timeout_s = 600.0    # default" in lines
     assert any(line.startswith("providers.a.api_key = [REDACTED]") for line in lines)
     assert API_KEY not in done.stdout + done.stderr
+
+
+# -- no configured secret in any output --------------------------------------------------
+
+ORG_TOKEN = "tok-org-secret-4242-abcd"
+"""A credential configured as a provider header (``x-org-token``), echoed like the key."""
+
+LEAKY_ENDINGS = {
+    "401-echo": Scenario.echoes_credentials(),
+    "mid-stream-echo": Scenario.echoes_credentials(mid_stream=True),
+    "text-echo": Scenario.text(f"your key is {API_KEY} and your token {ORG_TOKEN}"),
+}
+
+
+@pytest.fixture
+def leaky_settings(loopback_settings: Callable[..., Path], tmp_path: Path) -> Path:
+    return loopback_settings(
+        {"a": "anthropic", "o": "openai"},
+        headers={"x-org-token": ORG_TOKEN},
+        sections={**FAST_RETRY, "traces": {"jsonl": str(tmp_path / "traces.jsonl")}},
+    )
+
+
+@pytest.mark.parametrize("ending", list(LEAKY_ENDINGS))
+@pytest.mark.parametrize("model", ["a:claude-x", "o:gpt-x"])
+@pytest.mark.parametrize("flags", [("--stream",), ("--no-stream",), ("--stream", "--json")])
+def test_infer_never_prints_a_configured_secret_a_provider_echoes(
+    loopback_provider: LoopbackServer,
+    leaky_settings: Path,
+    tmp_path: Path,
+    ending: str,
+    model: str,
+    flags: tuple[str, ...],
+) -> None:
+    loopback_provider.script(*[LEAKY_ENDINGS[ending]] * 8)
+    done = agentcore("infer", "--settings", str(leaky_settings), "--model", model, *flags, "Hi")
+    call = loopback_provider.calls[0]
+    assert call.headers["x-org-token"] == ORG_TOKEN  # both were sent, so could be echoed
+    assert API_KEY in call.headers.get("authorization", "") + call.headers.get("x-api-key", "")
+    output = done.stdout + done.stderr
+    assert API_KEY not in output
+    assert ORG_TOKEN not in output
+    # The echo did come back, masked where it stood.
+    if ending == "text-echo":
+        assert done.returncode == 0, done.stderr
+        shown = json.loads(done.stdout)["content"] if "--json" in flags else done.stdout
+        assert "your key is [REDACTED] and your token [REDACTED]" in shown
+    else:
+        assert done.returncode == 1
+        assert "Incorrect API key provided:" in done.stderr
+        assert "x-org-token=[REDACTED]" in done.stderr
+    traces = (tmp_path / "traces.jsonl").read_text()
+    assert "inference:" in traces
+    assert API_KEY not in traces
+    assert ORG_TOKEN not in traces
+
+
+def test_settings_mask_header_values_url_userinfo_and_key_parameters(tmp_path: Path) -> None:
+    path = tmp_path / "secrets.toml"
+    path.write_text(
+        """
+[providers.p]
+kind = "openai-compatible"
+base_url = "https://me:pw-in-url-9876@llm.example/v1?key=query-key-5555&region=eu"
+api_key_env = "P_KEY"
+[providers.p.headers]
+Authorization = "Bearer hdr-bearer-7777"
+x-api-key = "hdr-xkey-8888"
+User-Agent = "agentcore-test/1"
+
+[mcpl.servers.s]
+url = "wss://mcpl.example/ws?token=ws-token-3333"
+[mcpl.servers.s.env]
+API_TOKEN = "env-token-2222"
+MODE = "verbose"
+"""
+    )
+    done = agentcore("settings", "--settings", str(path), env={"P_KEY": "sk-env-key-1111"})
+    assert done.returncode == 0, done.stderr
+    for secret in (
+        "pw-in-url-9876",
+        "query-key-5555",
+        "hdr-bearer-7777",
+        "hdr-xkey-8888",
+        "ws-token-3333",
+        "env-token-2222",
+        "sk-env-key-1111",
+    ):
+        assert secret not in done.stdout + done.stderr
+    shown = {
+        line.split(" = ")[0]: line.split(" = ")[1].split("    #")[0]
+        for line in done.stdout.splitlines()
+    }
+    assert shown["providers.p.base_url"] == (
+        '"https://[REDACTED]@llm.example/v1?key=[REDACTED]&region=eu"'
+    )
+    assert shown["providers.p.headers.Authorization"] == '"[REDACTED]"'
+    assert shown["providers.p.headers.x-api-key"] == '"[REDACTED]"'
+    assert shown["providers.p.headers.User-Agent"] == '"agentcore-test/1"'
+    assert shown["providers.p.api_key_env"] == '"P_KEY"'
+    assert shown["providers.p.api_key"] == "[REDACTED]"
+    assert shown["mcpl.servers.s.url"] == '"wss://mcpl.example/ws?token=[REDACTED]"'
+    assert shown["mcpl.servers.s.env.API_TOKEN"] == '"[REDACTED]"'
+    assert shown["mcpl.servers.s.env.MODE"] == '"verbose"'
 
 
 def test_demo_runs_by_itself_and_exits_zero() -> None:
@@ -187,20 +357,14 @@ def _rate_limited_then_ok(loopback_provider: LoopbackServer) -> None:
     loopback_provider.script(Scenario.rate_limit(retry_after=1), Scenario.text("after the wait"))
 
 
-def test_infer_shows_the_wait_on_a_terminal(
-    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
-) -> None:
+def on_a_terminal(*args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run `agentcore ARGS` with stderr on a real pseudo-terminal; the run and all it drew there."""
     import pty
 
-    settings = loopback_settings(
-        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 0.2}}
-    )
-    _rate_limited_then_ok(loopback_provider)
     leader, follower = pty.openpty()
     try:
-        command = ["infer", "--settings", str(settings), "--model", "a:claude-x", "Hi"]
         done = subprocess.run(
-            [sys.executable, "-m", "agentcore", *command],
+            [sys.executable, "-m", "agentcore", *args],
             stdout=subprocess.PIPE,
             stderr=follower,
             stdin=subprocess.DEVNULL,
@@ -222,9 +386,39 @@ def test_infer_shows_the_wait_on_a_terminal(
         os.close(leader)
         if follower != -1:
             os.close(follower)
+    return done, shown.decode(errors="replace")
+
+
+def test_infer_shows_the_wait_on_a_terminal(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    settings = loopback_settings(
+        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 0.2}}
+    )
+    _rate_limited_then_ok(loopback_provider)
+    done, shown = on_a_terminal("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
     assert done.returncode == 0
     assert done.stdout == "after the wait\n"
-    assert b"waiting for a:claude-x" in shown
+    assert "waiting for a:claude-x" in shown
+
+
+def test_the_status_line_counts_down_every_second_between_traces(
+    loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    # One trace when the 4 s wait starts, the next (60 s on) never comes before its end.
+    settings = loopback_settings(
+        {"a": "anthropic"}, sections={**FAST_RETRY, "waiting_trace": {"interval_s": 60}}
+    )
+    loopback_provider.script(Scenario.rate_limit(retry_after=4), Scenario.text("after the wait"))
+    done, shown = on_a_terminal("infer", "--settings", str(settings), "--model", "a:claude-x", "Hi")
+    assert done.returncode == 0
+    assert done.stdout == "after the wait\n"
+    seconds = [
+        int(left) for left in re.findall(r"waiting for a:claude-x, \w+, (\d+) s left", shown)
+    ]
+    counted = [left for i, left in enumerate(seconds) if i == 0 or seconds[i - 1] != left]
+    # Every second from the start down; a last redraw may come as the wait ends.
+    assert counted in ([4, 3, 2, 1], [4, 3, 2, 1, 0]), shown
 
 
 def test_infer_shows_no_status_when_stderr_is_not_a_terminal(

@@ -5,88 +5,27 @@ and the scriptable MCPL server over a real stdio subprocess or a real WebSocket.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-pytest.register_assert_rewrite("e2e_support")
+pytest.register_assert_rewrite("e2e_support", "e2e_rig")
 
-from e2e_support import (  # noqa: E402
-    Hub,
-    ServerScript,
-    ServerSession,
-    TraceCapture,
-    make_hub,
+from e2e_rig import (  # noqa: E402
+    INFERENCE,
+    PROVIDERS,
+    Rig,
+    RigFactory,
+    settings_sections,
 )
+from e2e_support import Hub, ServerScript, TraceCapture, make_hub  # noqa: E402
 
 from agentcore.kernel import Kernel  # noqa: E402
 from agentcore.mcpl.host import McplHost  # noqa: E402
 from agentcore.testing import LoopbackServer  # noqa: E402
-
-PROVIDERS = {"a": "anthropic", "o": "openai"}
-MODELS = {"a": "a:claude-e2e", "o": "o:gpt-e2e"}
-ROUTING: dict[str, Any] = {
-    "default": MODELS["a"],
-    "by_feature": {"fs.a": MODELS["a"], "fs.o": MODELS["o"]},
-}
-# Short waits everywhere, so that giving up after retries takes milliseconds.
-RETRY: dict[str, Any] = {
-    "max_attempts": 2,
-    "initial_delay_s": 0.01,
-    "max_delay_s": 0.05,
-    "jitter_s": 0.0,
-    "overloaded": {"max_attempts": 2, "initial_delay_s": 0.01, "max_delay_s": 0.05, "jitter_s": 0},
-}
-INFERENCE: dict[str, Any] = {"progress_timeout_s": 0.3, "request_timeout_s": 5.0}
-HOLD: dict[str, Any] = {"default_hold_s": 0.01, "max_wait_s": 5.0}
-
-
-def settings_sections(
-    hub: Hub,
-    servers: dict[str, dict[str, Any]],
-    *,
-    routing: dict[str, Any] | None = None,
-    retry: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    return {
-        "retry": retry or RETRY,
-        "provider_hold": HOLD,
-        "waiting_trace": {"interval_s": 0.05},
-        "mcpl": {"servers": servers, "routing": ROUTING if routing is None else routing},
-        **(extra or {}),
-    }
-
-
-@dataclass
-class Rig:
-    """One running host and what it talks to."""
-
-    provider: LoopbackServer
-    hub: Hub
-    kernel: Kernel
-    host: McplHost
-    traces: TraceCapture
-    sessions: dict[str, ServerSession]
-    settings_path: Path
-
-    closed: bool = False
-
-    async def close(self) -> None:
-        """Shut the host down as `agentcore serve` does: the connections, then the kernel."""
-        if not self.closed:
-            self.closed = True
-            await self.host.close()
-            await self.kernel.stop()
-
-    @property
-    def server(self) -> ServerSession:
-        """The session of the only (or first) configured server."""
-        return next(iter(self.sessions.values()))
 
 
 @pytest.fixture(params=["stdio", "ws"])
@@ -101,9 +40,6 @@ async def hub(transport: str) -> AsyncIterator[Hub]:
         yield hub
     finally:
         await hub.stop()
-
-
-RigFactory = Callable[..., Awaitable[Rig]]
 
 
 @pytest.fixture
@@ -123,6 +59,7 @@ async def rig(
         retry: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
         plugins: dict[str, object] | None = None,
+        kernel_type: type[Kernel] = Kernel,
         wait_ready: bool = True,
     ) -> Rig:
         scripts = scripts or {"srv": ServerScript()}
@@ -137,7 +74,7 @@ async def rig(
             sections=settings_sections(hub, servers, routing=routing, retry=retry, extra=extra),
         )
         traces = TraceCapture()
-        kernel = Kernel.load(path, plugins={"capture": traces, **(plugins or {})})
+        kernel = kernel_type.load(path, plugins={"capture": traces, **(plugins or {})})
         await kernel.start()
         host = McplHost(kernel)
         rig = Rig(loopback_provider, hub, kernel, host, traces, {}, path)

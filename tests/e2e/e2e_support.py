@@ -38,6 +38,8 @@ from agentcore.traces import TraceEvent
 
 TIMEOUT_S = 10.0
 RELAY = Path(__file__).parent / "servers" / "relay_server.py"
+REPO = Path(__file__).resolve().parents[2]
+AGENTCORE = str(Path(sys.executable).with_name("agentcore"))
 
 STREAMING_USES = ["inferenceRequest", "inferenceRequest.streaming"]
 MANIFEST: dict[str, Any] = {
@@ -429,6 +431,40 @@ class WsHub(Hub):
 
 def make_hub(kind: str) -> Hub:
     return StdioHub() if kind == "stdio" else WsHub()
+
+
+# -- agentcore serve, a real subprocess --------------------------------------------
+
+
+async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        AGENTCORE,
+        "serve",
+        "--settings",
+        str(settings),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def without_agentcore_env() -> dict[str, str]:
+    """This environment less any AGENTCORE_* overrides, so only the settings file counts."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
+
+
+async def finish(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    """Wait for the process to exit (at most 10 s: DESIGN.md's bound) and read its output."""
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 10.0)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError("agentcore serve did not exit within 10 s") from None
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(), stderr.decode()
 
 
 # -- traces ----------------------------------------------------------------------

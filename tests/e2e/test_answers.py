@@ -16,15 +16,17 @@ mcpl-router) and the loopback provider, and asserts
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import MODELS, RigFactory
+from e2e_rig import MODELS, RigFactory
 
 from agentcore import hookimpl
-from agentcore.inference import Complete, UsageUpdate
+from agentcore.inference import TERMINAL_TYPES, Complete, Request, StreamEvent, UsageUpdate
+from agentcore.kernel import Kernel
 from agentcore.testing import Scenario
 
 WIRES = ("a", "o")  # provider names: a = anthropic wire, o = openai wire
@@ -51,11 +53,16 @@ TOOL_CUT = (
     "The model's output ended (max_tokens) inside a call to a tool (get_weather), "
     "and inference/request offers no tools"
 )
+TOOL_STOP = "The model stopped to call a tool, and inference/request offers none"
 REFUSED = "The model refused to answer (stop reason 'refusal')"
 PAUSED = (
     "The provider paused the turn (stop reason 'pause_turn'), which inference/request cannot resume"
 )
 NO_RESULT = "The inference stream ended without a result"
+UNMAPPED = (
+    "The provider ended the inference with stop token 'weird_stop', "
+    "which agentcore has no stop reason for"
+)
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,8 @@ def cases() -> list[Case]:
         chunks=("The ", "answer ", "is ", "42."),
         result=result("The answer is 42.", "end_turn", 12, 4),
     )
+    # A stop token no adapter maps has no MCPL finishReason: an error naming the token,
+    # by default (unknown_stop = "error") and as much when the kernel let it end end_turn.
     add(
         "unknown_stop",
         WIRES,
@@ -159,20 +168,17 @@ def cases() -> list[Case]:
         scenarios=(Scenario.text("Odd end", raw_stop="weird_stop", model=SERVED),),
         calls=1,
         chunks=("Odd ", "end"),
-        result=result("Odd end", "end_turn", 12, 2),
+        error=UNMAPPED,
     )
     add(
-        "unknown_stop_as_error",
+        "unknown_stop_as_end_turn",
         WIRES,
         both,
-        scenarios=(Scenario.text("Odd end", raw_stop="weird_stop"),),
+        scenarios=(Scenario.text("Odd end", raw_stop="weird_stop", model=SERVED),),
         calls=1,
         chunks=("Odd ", "end"),
-        error=(
-            "The provider ended the inference with stop token 'weird_stop', "
-            "which agentcore has no stop reason for"
-        ),
-        inference={"unknown_stop": "error"},
+        error=UNMAPPED,
+        inference={"unknown_stop": "end_turn"},
     )
     add(
         "http_400",
@@ -365,6 +371,18 @@ def cases() -> list[Case]:
         chunks=("Let ", "me ", "check. "),
         error=TOOL,
     )
+    # A tool_use stop with no tool block (no call came with it): still a stop to call one.
+    add(
+        "tool_use_without_a_call",
+        WIRES,
+        both,
+        scenarios=lambda w, s: (
+            Scenario.text("Let me check.", raw_stop="tool_use" if w == "a" else "tool_calls"),
+        ),
+        calls=1,
+        chunks=("Let ", "me ", "check."),
+        error=TOOL_STOP,
+    )
     add(
         "tool_use_cut_at_max_tokens",
         WIRES,
@@ -508,3 +526,35 @@ async def test_retries_happen_before_the_first_chunk(
     complete = r.traces.of("inference:complete")
     assert [e["serverId"] for e in complete] == ["srv"]
     assert complete[0]["attempts"] == 2
+
+
+class TerminalLosingKernel(Kernel):
+    """A kernel whose stream ends with no terminal event. `Kernel.stream` always ends with
+    one (a plugin that drops it gets the kernel's own failure, above), so only another
+    kernel reaches the router's own check that a stream brought a result."""
+
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        async with aclosing(super().stream(request)) as events:
+            async for event in events:
+                if not isinstance(event, TERMINAL_TYPES):
+                    yield event
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_kernel_stream_with_no_terminal_is_answered_by_the_router(
+    rig: RigFactory, wire: str
+) -> None:
+    r = await rig(kernel_type=TerminalLosingKernel)
+    r.provider.script(Scenario.text("Hello there friend", model=SERVED), provider=wire)
+    rid = await r.server.request("inference/request", params(wire, True))
+    await r.server.answer(rid)
+    assert r.server.transcript(rid) == [
+        ("chunk", 0, "Hello "),
+        ("chunk", 1, "there "),
+        ("chunk", 2, "friend"),
+        ("error", {"code": -32603, "message": NO_RESULT}),
+    ]
+    assert [(t["type"], t.get("error")) for t in r.traces.mcpl(rid)] == [
+        ("mcpl:inference_start", None),
+        ("mcpl:inference_fail", NO_RESULT),
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import RigFactory
+from e2e_rig import RigFactory
 
 from agentcore.testing import Scenario
 

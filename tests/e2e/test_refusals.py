@@ -14,7 +14,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import MODELS, RigFactory
+from e2e_rig import MODELS, RigFactory
 from e2e_support import MANIFEST, Answer, ServerScript, ServerSession
 
 from agentcore.testing import Scenario

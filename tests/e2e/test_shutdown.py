@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -19,14 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROVIDERS, RigFactory, settings_sections
-from e2e_support import TIMEOUT_S, Hub, ServerScript, ServerSession, wait_gone
+from e2e_rig import PROVIDERS, RigFactory, settings_sections
+from e2e_support import (
+    REPO,
+    TIMEOUT_S,
+    Hub,
+    ServerScript,
+    ServerSession,
+    finish,
+    serve,
+    wait_gone,
+    without_agentcore_env,
+)
 
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 
-AGENTCORE = str(Path(sys.executable).with_name("agentcore"))
-REPO = Path(__file__).resolve().parents[2]
 SHUTTING_DOWN = {"code": -32603, "message": SHUTDOWN_MESSAGE}
 # Long enough that nothing in flight times out by itself during a test.
 PATIENT = {"progress_timeout_s": 30.0, "request_timeout_s": 30.0}
@@ -152,37 +159,6 @@ async def test_a_server_that_leaves_mid_stream(rig: RigFactory) -> None:
 
 
 # -- agentcore serve, a real subprocess ------------------------------------------------
-
-
-async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        AGENTCORE,
-        "serve",
-        "--settings",
-        str(settings),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
-        env=env,
-    )
-
-
-def without_agentcore_env() -> dict[str, str]:
-    """This environment less any AGENTCORE_* overrides, so only the settings file counts."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
-
-
-async def finish(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
-    """Wait for the process to exit (at most 10 s: DESIGN.md's bound) and read its output."""
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), 10.0)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise AssertionError("agentcore serve did not exit within 10 s") from None
-    assert process.returncode is not None
-    return process.returncode, stdout.decode(), stderr.decode()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Secrets never reach a log line or a trace line."""
+"""Secrets never reach a log line, a trace, or any text that leaves the process."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from loguru import logger
 from agentcore import hookimpl
 from agentcore.inference import Failed, InferenceError
 from agentcore.log import REDACTED, configure_logging, register_secret
-from agentcore.settings import ProviderSettings
+from agentcore.redaction import redact, redact_url
+from agentcore.settings import ProviderSettings, load_settings
 from agentcore.traces import JsonlTraceSink, TraceEvent
 
 KEY = "sk-test-3f9a8c7e6d5b4a39"
@@ -109,3 +110,111 @@ def test_trace_to_json_redacts():
     line = TraceEvent("x", {"nested": {"deep": [KEY]}}).to_json()
     assert KEY not in line
     assert json.loads(line)["nested"] == {"deep": [REDACTED]}
+
+
+# -- the redaction boundary (agentcore.redaction) -------------------------------------------
+
+
+class FieldRecorder:
+    """Keeps each trace's fields exactly as an observer receives them."""
+
+    def __init__(self) -> None:
+        self.fields: list[dict[str, object]] = []
+
+    @hookimpl
+    def on_trace(self, event: TraceEvent) -> None:
+        self.fields.append(event.fields)
+
+
+async def test_observers_see_trace_fields_already_redacted(make_kernel):
+    register_secret(KEY)
+    recorder = FieldRecorder()
+    kernel = make_kernel(plugins={"recorder": recorder})
+    async with kernel:
+        await kernel.emit("acme:note", header=f"Bearer {KEY}", nested={"keys": [KEY, "plain"]})
+    (note,) = [f for f in recorder.fields if "header" in f]
+    assert note == {"header": f"Bearer {REDACTED}", "nested": {"keys": [REDACTED, "plain"]}}
+
+
+def test_an_inference_error_built_from_an_echoing_body_is_redacted_at_the_source():
+    register_secret(KEY)
+    error = InferenceError("auth", f"Incorrect API key provided: Bearer {KEY}", status=401)
+    assert error.message == f"Incorrect API key provided: Bearer {REDACTED}"
+    assert KEY not in str(error) + error.describe() + repr(error)
+
+
+CONFIGURED = {
+    "pw-in-url-9876": "a base_url's password",
+    "query-key-5555": "a base_url's ?key=",
+    "hdr-bearer-7777": "an Authorization header's token",
+    "hdr-xkey-8888": "an x-api-key header",
+    "goog-key-6666": "an x-goog-api-key header",
+    "cookie-value-4444": "a cookie",
+    "custom-token-3333": "a header whose name holds 'token'",
+    "ws-token-2222": "a server url's ?access_token=",
+    "lone-user-token-1111": "a server url's userinfo with no password",
+    "env-token-0000": "a server env variable named *TOKEN",
+    "sk-from-environ-9999": "the key api_key_env names",
+}
+PLAIN = ("agentcore-test/1", "verbose", "llm.example", "region=eu")
+
+
+def test_every_credential_the_settings_configure_is_registered_when_they_load(tmp_path):
+    path = tmp_path / "secrets.toml"
+    path.write_text(
+        """
+[providers.p]
+kind = "openai-compatible"
+base_url = "https://me:pw-in-url-9876@llm.example/v1?key=query-key-5555&region=eu"
+api_key_env = "P_KEY"
+[providers.p.headers]
+Authorization = "Bearer hdr-bearer-7777"
+x-api-key = "hdr-xkey-8888"
+x-goog-api-key = "goog-key-6666"
+Cookie = "session=cookie-value-4444"
+X-Custom-Token = "custom-token-3333"
+User-Agent = "agentcore-test/1"
+
+[mcpl.servers.ws]
+url = "wss://mcpl.example/ws?access_token=ws-token-2222"
+[mcpl.servers.lone]
+url = "wss://lone-user-token-1111@mcpl.example/ws"
+[mcpl.servers.stdio]
+command = ["server"]
+env = {MCPL_API_TOKEN = "env-token-0000", MODE = "verbose", AUTH_ENABLED = "true"}
+"""
+    )
+    load_settings(path, environ={"P_KEY": "sk-from-environ-9999"})
+    for secret, what in CONFIGURED.items():
+        assert redact(f"echoed: {secret}!") == f"echoed: {REDACTED}!", what
+    for value in PLAIN:
+        assert redact(value) == value
+    # A short value is never registered: "true" would otherwise be masked in every frame.
+    assert redact('{"stream":true}') == '{"stream":true}'
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "https://me:pw@host/v1?key=k1&region=eu",
+            "https://[REDACTED]@host/v1?key=[REDACTED]&region=eu",
+        ),
+        ("wss://tok@host/ws", "wss://[REDACTED]@host/ws"),
+        (
+            "https://host/v1?api_key=a&sig=b&apikey=c&x=1",
+            "https://host/v1?api_key=[REDACTED]&sig=[REDACTED]&apikey=[REDACTED]&x=1",
+        ),
+        ("https://host:8443/v1", "https://host:8443/v1"),
+    ],
+)
+def test_a_url_is_shown_with_only_its_secret_parts_masked(url, shown):
+    assert redact_url(url) == shown
+
+
+def test_a_secret_is_found_inside_json_whatever_characters_it_holds():
+    secret = 'p"ss\\wörd-12345'
+    register_secret(secret)
+    for encoded in (json.dumps({"m": secret}), json.dumps({"m": secret}, ensure_ascii=False)):
+        assert secret not in json.loads(redact(encoded))["m"]
+        assert json.loads(redact(encoded)) == {"m": REDACTED}

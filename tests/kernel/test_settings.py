@@ -72,7 +72,7 @@ def test_the_file_wins_over_defaults_and_the_environment_over_the_file(tmp_path)
     settings = loaded.settings
     assert settings.inference.progress_timeout_s == 7  # environment over file
     assert settings.inference.request_timeout_s == 50  # file over default
-    assert settings.inference.unknown_stop == "end_turn"  # default
+    assert settings.inference.unknown_stop == "error"  # default
     assert settings.providers["local"].kind == "openai-compatible"  # file, merged with env
     assert settings.providers["local"].base_url == "http://10.0.0.1/v1"
     assert settings.traces.jsonl == Path("from-env.jsonl")

@@ -265,7 +265,6 @@ def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.Mo
         ("pause_turn", "pause_turn"),
         ("refusal", "refusal"),
         ("model_context_window_exceeded", "max_tokens"),
-        ("brand_new_reason", "end_turn"),
     ],
 )
 async def test_stop_reasons(provider: AnthropicProvider, stop: str, reason: str) -> None:
@@ -278,14 +277,27 @@ async def test_stop_reasons(provider: AnthropicProvider, stop: str, reason: str)
     assert end.response.stop.sequence == sequence
 
 
-async def test_unknown_stop_as_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    config = ProviderSettings(kind="anthropic", base_url=BASE, api_key_env=KEY_ENV)
-    strict = AnthropicProvider("anth", config, InferenceSettings(unknown_stop="error"))
+async def test_unknown_stop_is_an_error_by_default(provider: AnthropicProvider) -> None:
     with respx.mock() as mock:
         mock.post(URL).mock(return_value=streamed([text_stream("brand_new_reason")]))
-        end = terminal(await collect(strict))
-    assert isinstance(end, Failed) and "brand_new_reason" in end.error.message
+        end = terminal(await collect(provider))
+    assert isinstance(end, Failed)
+    assert end.error.message == (
+        "The provider ended the inference with stop token 'brand_new_reason', "
+        "which agentcore has no stop reason for"
+    )
+
+
+async def test_unknown_stop_as_end_turn_is_marked_unmapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    config = ProviderSettings(kind="anthropic", base_url=BASE, api_key_env=KEY_ENV)
+    lenient = AnthropicProvider("anth", config, InferenceSettings(unknown_stop="end_turn"))
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([text_stream("brand_new_reason")]))
+        end = terminal(await collect(lenient))
+    assert isinstance(end, Complete)
+    stop = end.response.stop
+    assert (stop.reason, stop.raw, stop.mapped) == ("end_turn", "brand_new_reason", False)
 
 
 def tool_stream(cut: bool) -> bytes:

@@ -9,6 +9,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
+from agentcore.log import register_secret
 from agentcore.providers.http import (
     MID_STREAM,
     classify,
@@ -282,3 +283,15 @@ def test_monotonic_clock_unused() -> None:
     date = format_datetime(datetime.fromtimestamp(time.time() + 100, UTC), usegmt=True)
     wait = retry_after_from_headers({"retry-after": date})
     assert wait is not None and 90 < wait <= 100
+
+
+@pytest.mark.parametrize("shape", ["bytes", "str", "list"])
+def test_an_echoed_key_is_redacted_before_a_long_body_is_cut(shape: str) -> None:
+    key = "sk-echoed-at-the-cut-0123456789"
+    register_secret(key)
+    text = "x" * 490 + f"{key} is not a valid key"  # the cut at 500 falls inside the key
+    body = {"bytes": text.encode(), "str": text, "list": [text]}[shape]
+    message = parse_error_body(body).message
+    assert message is not None
+    assert key[:8] not in message  # not even the part before the cut
+    assert "x" * 480 in message

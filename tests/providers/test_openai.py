@@ -275,7 +275,6 @@ def test_key_is_registered_as_a_secret(provider: OpenAIProvider) -> None:
         ("stop", {"stop_reason": "END"}, "stop_sequence", "END"),  # vLLM names the sequence
         ("stop", {"stop_reason": 128009}, "end_turn", None),  # ... or the token id
         ("stop", {"native_finish_reason": "stop_sequence"}, "stop_sequence", None),  # OpenRouter
-        ("eos_weird", {}, "end_turn", None),
     ],
 )
 async def test_finish_reasons(
@@ -289,12 +288,25 @@ async def test_finish_reasons(
     assert end.response.stop.sequence == sequence
 
 
-async def test_unknown_finish_as_error() -> None:
-    provider = make(unknown_stop="error")
+async def test_unknown_finish_is_an_error_by_default(provider: OpenAIProvider) -> None:
     with respx.mock() as mock:
         mock.post(URL).mock(return_value=streamed([text_stream("eos_weird")]))
         end = terminal(await collect(provider))
-    assert isinstance(end, Failed) and "eos_weird" in end.error.message
+    assert isinstance(end, Failed)
+    assert end.error.message == (
+        "The provider ended the inference with stop token 'eos_weird', "
+        "which agentcore has no stop reason for"
+    )
+
+
+async def test_unknown_finish_as_end_turn_is_marked_unmapped() -> None:
+    provider = make(unknown_stop="end_turn")
+    with respx.mock() as mock:
+        mock.post(URL).mock(return_value=streamed([text_stream("eos_weird")]))
+        end = terminal(await collect(provider))
+    assert isinstance(end, Complete)
+    stop = end.response.stop
+    assert (stop.reason, stop.raw, stop.mapped) == ("end_turn", "eos_weird", False)
 
 
 async def test_refusal_delta(provider: OpenAIProvider) -> None:

@@ -82,11 +82,14 @@ def test_parse_messages_rejects_with_invalid_params(messages: object, fragment: 
     assert fragment in caught.value.message
 
 
-def _response(reason: str, *, raw: str | None = None, tool: bool = False) -> Response:
+def _response(
+    reason: str, *, raw: str | None = None, tool: bool = False, mapped: bool = True
+) -> Response:
     content: list[TextBlock | ToolUseBlock] = [TextBlock("Hello")]
     if tool:
         content.append(ToolUseBlock("t1", "lookup", {}))
-    return Response(content, StopInfo(reason, raw), Usage(3, 4), "m", "m-served")  # type: ignore[arg-type]
+    stop = StopInfo(reason, raw, mapped=mapped)  # type: ignore[arg-type]
+    return Response(content, stop, Usage(3, 4), "m", "m-served")
 
 
 @pytest.mark.parametrize("reason", ["end_turn", "max_tokens", "stop_sequence"])
@@ -103,6 +106,8 @@ def test_named_stops_are_plain_completions(reason: str) -> None:
         (_response("end_turn", raw="error"), "finish_reason 'error'"),
         (_response("tool_use", tool=True), "called a tool (lookup)"),
         (_response("max_tokens", tool=True), "inside a call to a tool (lookup)"),
+        # unknown_stop = "end_turn" lets the kernel end it end_turn; MCPL has no name for it.
+        (_response("end_turn", raw="weird", mapped=False), "with stop token 'weird', which"),
     ],
 )
 def test_every_other_ending_is_a_problem(response: Response, fragment: str) -> None:

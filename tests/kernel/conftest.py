@@ -127,6 +127,56 @@ def agentcore_start(context):
     raise RuntimeError("no licence for acme-badstart")
 """
 
+_ACME_KINDS = '''
+"""A third party's provider kind, ``acme``: it answers with the prompt in capitals."""
+
+from agentcore import hookimpl
+from agentcore.inference import (
+    BlockStart,
+    BlockStop,
+    Complete,
+    Response,
+    StopInfo,
+    TextBlock,
+    Token,
+    Usage,
+    UsageUpdate,
+)
+
+
+class AcmeProvider:
+    kind = "acme"
+
+    def __init__(self, name, config, inference):
+        self.name = name
+        self.served = config.headers.get("x-acme-model", "acme-1")
+
+    def _response(self, request, model):
+        text = request.messages[-1].text.upper()
+        usage = Usage(input_tokens=1, output_tokens=len(text.split()))
+        stop = StopInfo("end_turn", "done")
+        return Response([TextBlock(text)], stop, usage, model, self.served, self.name)
+
+    async def stream(self, request, model):
+        response = self._response(request, model)
+        yield BlockStart(0, "text")
+        yield Token(response.text, "text", 0, True)
+        yield BlockStop(0, response.content[0])
+        yield UsageUpdate(response.usage)
+        yield Complete(response)
+
+    async def complete(self, request, model):
+        return self._response(request, model)
+
+    async def aclose(self):
+        return None
+
+
+@hookimpl
+def agentcore_provider_kinds():
+    return {"acme": AcmeProvider}
+'''
+
 
 @dataclass(frozen=True)
 class _Dist:
@@ -163,6 +213,7 @@ _DISTS = [
     _Dist("acme-claim-b", "ackt_claim_b", {"acme-contested": "ackt_claim_b"}, _CLAIM),
     _Dist("acme-broken", "ackt_broken", {"acme-broken": "ackt_broken"}, _BROKEN),
     _Dist("acme-badstart", "ackt_badstart", {"acme-badstart": "ackt_badstart"}, _BADSTART),
+    _Dist("acme-kinds", "ackt_acme_kinds", {"acme-kinds": "ackt_acme_kinds"}, _ACME_KINDS),
 ]
 
 

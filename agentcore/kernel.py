@@ -6,7 +6,9 @@ through `on_stream_event` to the consumer, and ends in exactly one terminal.
 A failed attempt is offered to `on_inference_error` — only while nothing
 visible has reached the consumer — which decides to retry after N seconds or
 give up; the kernel announces the backoff as a wait and sleeps, cancellably.
-Policy lives in plugins: without any, an inference is tried once.
+`complete()` and `stream()` are two consumers of that one loop. Policy lives in
+plugins, and so do the provider kinds: without any plugin but agentcore's own,
+an inference is tried once (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from agentcore.inference.outcome import aborted_message, completion_problem, res
 from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.log import configure_logging
 from agentcore.redaction import redact, shown_setting
-from agentcore.settings import SettingsError, dotted, flatten
+from agentcore.settings import SettingsError, dotted, flatten, model_reference_problem
 from agentcore.traces import TraceEvent
 
 settings_option = click.option(
@@ -231,6 +231,10 @@ def infer(
     """One inference through the kernel, with every plugin applied."""
     status = {"infer-status": InferStatus(Console(stderr=True))} if sys.stderr.isatty() else {}
     kernel = load_kernel(settings_path, plugins=status)
+    problem = model_reference_problem(model, kernel.settings.providers)
+    if problem is not None:
+        click.echo(f"agentcore: --model: {problem}", err=True)
+        raise SystemExit(2)
     request = Request(model, [Message.user(prompt)], max_tokens=max_tokens)
     try:
         code = asyncio.run(run_inference(kernel, request, stream, as_json))

@@ -5,13 +5,18 @@ specs; this module calls them. Plain pluggy cannot keep "first non-None
 result" for `async def` implementations (a coroutine object is not None), so
 each implementation is called here, its result awaited when it is a coroutine,
 and the rules of `agentcore.hookspecs` applied: observers are contained and
-logged with the plugin's name, decision hooks fail the inference with a
-`PluginError` that names the plugin. No caller touches `pm.hook` directly.
+logged with the plugin's name and never awaited by an inference (a plugin with
+an async observer gets its events through a bounded backlog of its own, see
+`_Observer`), decision hooks fail the inference with a `PluginError` that names
+the plugin. No caller touches `pm.hook` directly.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -24,6 +29,15 @@ from agentcore.inference import InferenceError, PluginError, StreamEvent
 from agentcore.inference.calls import Attempt, Decision, Wait
 from agentcore.mcpl.protocol import McplError, McplRequest
 from agentcore.traces import TraceEvent
+
+OBSERVER_HOOKS = ("on_trace", "on_wait_start", "on_wait_end")
+"""The hooks no inference waits for (see `agentcore.hookspecs`)."""
+OBSERVER_BACKLOG = 1000
+"""Events one async observer plugin may have waiting for it; beyond that they are dropped."""
+OBSERVER_DRAIN_S = 1.0
+"""How long `Hooks.stop()` lets async observers catch up before cancelling what is stuck."""
+DROP_LOG_INTERVAL_S = 10.0
+"""At most one log line per plugin this often while its events are being dropped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +64,62 @@ def _bind(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> _Impl:
     return _Impl(impl.plugin_name, call, inspect.iscoroutinefunction(fn))
 
 
+class _Observer:
+    """One plugin's async observer calls, made in order by one task, never by an inference.
+
+    An inference only appends to the backlog. A task starts when the first call
+    arrives and ends once the backlog is empty, so an idle plugin has no task.
+    What does not fit in the backlog (the plugin is stuck or too slow) is dropped
+    and counted, with a log line naming the plugin at most every DROP_LOG_INTERVAL_S.
+    """
+
+    def __init__(self, plugin: str) -> None:
+        self.plugin = plugin
+        self.backlog: deque[tuple[str, _Impl, tuple[Any, ...]]] = deque()
+        self.task: asyncio.Task[None] | None = None
+        self.dropped = 0
+        self.stuck = False
+        """Cancelled at stop while still busy: what comes later would only queue up again."""
+        self._log_after = 0.0
+
+    def put(self, hook: str, impl: _Impl, args: tuple[Any, ...]) -> None:
+        if self.stuck or len(self.backlog) >= OBSERVER_BACKLOG:
+            self.drop()
+            return
+        self.backlog.append((hook, impl, args))
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(
+                self._deliver(), name=f"agentcore observer {self.plugin}"
+            )
+
+    async def _deliver(self) -> None:
+        try:
+            while self.backlog:
+                hook, impl, args = self.backlog.popleft()
+                try:
+                    result = impl.call(*args)
+                    if impl.is_async:
+                        await result
+                except Exception:
+                    logger.exception("plugin {!r} failed in {}; carrying on", self.plugin, hook)
+        finally:
+            self.task = None
+
+    def drop(self) -> None:
+        self.dropped += 1
+        now = time.monotonic()
+        if now >= self._log_after:
+            self._log_after = now + DROP_LOG_INTERVAL_S
+            logger.warning(
+                "plugin {!r} is not keeping up with its observer hooks: {} events dropped "
+                "so far (it may have {} waiting; this is logged at most every {:.0f} s)",
+                self.plugin,
+                self.dropped,
+                OBSERVER_BACKLOG,
+                DROP_LOG_INTERVAL_S,
+            )
+
+
 def plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
@@ -62,6 +132,7 @@ class Hooks:
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._pm = pm
         self._impls: dict[str, tuple[_Impl, ...]] = {}
+        self._observers: dict[str, _Observer] = {}
         self.refresh()
 
     def refresh(self) -> None:
@@ -74,18 +145,51 @@ class Hooks:
             spec_args = tuple(caller.spec.argnames)
             # pluggy's own call order: last registered first, tryfirst/trylast honoured.
             self._impls[name] = tuple(_bind(i, spec_args) for i in reversed(caller.get_hookimpls()))
+        # A plugin with any async observer gets all its observer calls through its own
+        # backlog, so its sync and async ones stay in order; the rest are called inline.
+        queued = {i.plugin for h in OBSERVER_HOOKS for i in self._impls.get(h, ()) if i.is_async}
+        self._inline: dict[str, tuple[_Impl, ...]] = {}
+        self._queued: dict[str, tuple[tuple[_Observer, _Impl], ...]] = {}
+        for hook in OBSERVER_HOOKS:
+            impls = self._impls.get(hook, ())
+            self._inline[hook] = tuple(i for i in impls if i.plugin not in queued)
+            self._queued[hook] = tuple(
+                (self._observer(i.plugin), i) for i in impls if i.plugin in queued
+            )
         stream = self._impls.get("on_stream_event", ())
         self.has_stream_observers = bool(stream)
         self.stream_sync = not any(i.is_async for i in stream)
         """No `on_stream_event` implementation is async: `stream_event_sync` may be used."""
         self._stream_calls = tuple((i.plugin, i.call) for i in stream)
 
+    def _observer(self, plugin: str) -> _Observer:
+        observer = self._observers.get(plugin)
+        if observer is None:
+            observer = self._observers[plugin] = _Observer(plugin)
+        return observer
+
     def implementers(self, hook: str) -> list[str]:
         return [i.plugin for i in self._impls.get(hook, ())]
 
-    # -- the three ways a hook is called ---------------------------------------
+    def dropped(self, plugin: str) -> int:
+        """How many observer events `plugin` could not take (too slow, or stuck at stop)."""
+        observer = self._observers.get(plugin)
+        return 0 if observer is None else observer.dropped
 
-    async def _observe(self, hook: str, *args: Any) -> None:
+    # -- the four ways a hook is called ------------------------------------------
+
+    def _observe(self, hook: str, *args: Any) -> None:
+        """An observer hook: sync plugins now, async ones through their backlogs; never waits."""
+        for impl in self._inline[hook]:
+            try:
+                impl.call(*args)
+            except Exception:
+                logger.exception("plugin {!r} failed in {}; carrying on", impl.plugin, hook)
+        for observer, impl in self._queued[hook]:
+            observer.put(hook, impl, args)
+
+    async def _await_each(self, hook: str, *args: Any) -> None:
+        """Every implementation in order, awaited; an exception is logged, not raised."""
         for impl in self._impls.get(hook, ()):
             try:
                 result = impl.call(*args)
@@ -130,7 +234,45 @@ class Hooks:
                     await result
 
     async def stop(self) -> None:
-        await self._observe("agentcore_stop")
+        """Let async observers catch up, cancel the stuck ones, then stop every plugin.
+
+        Observers get at most OBSERVER_DRAIN_S, so that a normal run's sinks see every
+        event and a stuck one cannot hold the shutdown up; no observer task is left
+        running. A later event (of an inference the shutdown failed) still reaches
+        plugins that were not stuck, through a task that ends once it is delivered.
+        """
+        await self._drain(OBSERVER_DRAIN_S)
+        await self._await_each("agentcore_stop")
+
+    async def _drain(self, within_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        # Calls made while draining (a waiter woken by the shutdown) are drained too.
+        while busy := [o.task for o in self._observers.values() if o.task is not None]:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await asyncio.wait(busy, timeout=left)
+        cancelled: list[asyncio.Task[None]] = []
+        for observer in self._observers.values():
+            if observer.task is not None:
+                observer.stuck = True
+                observer.dropped += len(observer.backlog)  # said once, below
+                observer.backlog.clear()
+                observer.task.cancel()
+                cancelled.append(observer.task)
+        if cancelled:
+            _, ignored = await asyncio.wait(cancelled, timeout=within_s)
+            for task in ignored:
+                logger.error("{} ignored its cancellation at shutdown", task.get_name())
+        for observer in self._observers.values():
+            if observer.dropped:
+                logger.warning(
+                    "plugin {!r} could not take {} observer events{}",
+                    observer.plugin,
+                    observer.dropped,
+                    " (it was still busy at shutdown and was cancelled)" if observer.stuck else "",
+                )
 
     # -- inference ------------------------------------------------------------
 
@@ -175,16 +317,17 @@ class Hooks:
         )
 
     async def attempt_end(self, attempt: Attempt, error: InferenceError | None) -> None:
-        await self._observe("on_attempt_end", attempt, error)
+        """Awaited: a policy records state here that the next `on_admission` must see."""
+        await self._await_each("on_attempt_end", attempt, error)
 
-    async def wait_start(self, wait: Wait) -> None:
-        await self._observe("on_wait_start", wait)
+    def wait_start(self, wait: Wait) -> None:
+        self._observe("on_wait_start", wait)
 
-    async def wait_end(self, wait: Wait) -> None:
-        await self._observe("on_wait_end", wait)
+    def wait_end(self, wait: Wait) -> None:
+        self._observe("on_wait_end", wait)
 
-    async def trace(self, event: TraceEvent) -> None:
-        await self._observe("on_trace", event)
+    def trace(self, event: TraceEvent) -> None:
+        self._observe("on_trace", event)
 
     async def mcpl_request(self, request: McplRequest) -> Any:
         return await self._first_result("on_mcpl_request", request)

@@ -1,21 +1,34 @@
 """The hooks agentcore's kernel calls, grouped by when they are called.
 
-Every implementation may be a plain function or an `async def`: the kernel
-awaits each result in order (`agentcore.hooks` is that one layer), so "first
-non-None result" holds for async implementations too. An implementation may take
-any subset of its spec's arguments. Hook wrappers are not supported.
+Every implementation may be a plain function or an `async def`; an
+implementation may take any subset of its spec's arguments. Hook wrappers are
+not supported. `agentcore.hooks` is the one layer that calls them, in three ways:
 
-Failures are contained by kind of hook:
+- *Observer* hooks (`on_trace`, `on_wait_start`, `on_wait_end`) never make an
+  inference wait. A plugin whose observer implementations are all plain
+  functions is called inline (keep them cheap). A plugin with any `async def`
+  observer gets all its observer calls through a backlog of its own, made in
+  order by a task of its own: each plugin sees its events in the order they
+  happened, but no order is kept between plugins. A backlog holds at most
+  `agentcore.hooks.OBSERVER_BACKLOG` events; what a slow or stuck plugin cannot
+  take is dropped, counted and logged by the plugin's name (at most every
+  `DROP_LOG_INTERVAL_S`). At `Kernel.stop()` backlogs get up to
+  `OBSERVER_DRAIN_S` to empty, a plugin still busy then is cancelled, and only
+  then is `agentcore_stop` called.
+- *In-path* hooks are awaited in order on the inference's path, so the kernel
+  waits for them: `on_stream_event` (it may replace events) and
+  `on_attempt_end` (policy state: what a plugin records there, the next
+  `on_admission` sees, so a retry never races past a provider hold). Keep them
+  quick; an exception is logged with the plugin's name and the inference goes on.
+- *Decision* hooks (`on_admission`, `on_inference_error`, `on_mcpl_request`) are
+  awaited in order too, and "first non-None result" holds for async
+  implementations: an `InferenceError` (or `McplError`) raised on purpose is the
+  answer; any other exception fails that inference with a `PluginError` naming
+  the plugin.
 
-- *Observer* hooks (`on_trace`, `on_wait_start`, `on_wait_end`,
-  `on_attempt_end`, `on_stream_event` when it returns None): an exception is
-  logged with the plugin's name and the inference goes on.
-- *Decision* hooks (`on_admission`, `on_inference_error`, `on_mcpl_request`):
-  an `InferenceError` (or `McplError`) raised on purpose is the answer; any
-  other exception fails that inference with a `PluginError` naming the plugin.
-
-Defaults shipped by agentcore are ordinary plugins; mark a default
-implementation `trylast=True` so any other plugin wins.
+Lifecycle hooks are awaited in load order. Defaults shipped by agentcore are
+ordinary plugins; mark a default implementation `trylast=True` so any other
+plugin wins.
 """
 
 from __future__ import annotations
@@ -111,10 +124,14 @@ def on_inference_error(attempt: Attempt, error: InferenceError) -> Decision | No
 
 @hookspec
 def on_attempt_end(attempt: Attempt, error: InferenceError | None) -> None:
-    """Every attempt's outcome, success (`error` None) or failure; observers only.
+    """Every attempt's outcome, success (`error` None) or failure: record policy state here.
 
-    Called after the attempt's terminal, before `on_inference_error`. A
-    cancelled attempt ends with an error of kind ``cancelled``.
+    Called after the attempt's terminal, before `on_inference_error`, and awaited
+    in order: what an implementation records (the provider hold's hold) is in
+    place before the next attempt's `on_admission`. The inference waits for it,
+    so do only that, quickly; to watch outcomes, use `on_trace`, which never
+    makes it wait. An exception is logged with the plugin's name. A cancelled
+    attempt ends with an error of kind ``cancelled``.
     """
 
 
@@ -123,12 +140,16 @@ def on_attempt_end(attempt: Attempt, error: InferenceError | None) -> None:
 
 @hookspec
 def on_wait_start(wait: Wait) -> None:
-    """A call began to wait, for a hold or a retry backoff; observers only."""
+    """A call began to wait, for a hold or a retry backoff. An observer: never waited for."""
 
 
 @hookspec
 def on_wait_end(wait: Wait) -> None:
-    """A wait ended (elapsed, released, or cut short by shutdown); observers only."""
+    """A wait ended (elapsed, released, or cut short by shutdown). An observer: never waited for.
+
+    A plugin's `on_wait_end` follows its `on_wait_start` for the same wait, as
+    every observer call of one plugin follows the ones before it.
+    """
 
 
 # -- traces ------------------------------------------------------------------
@@ -136,7 +157,11 @@ def on_wait_end(wait: Wait) -> None:
 
 @hookspec
 def on_trace(event: TraceEvent) -> None:
-    """Every trace event, in the order emitted. Sinks observe; a sink never breaks inference."""
+    """Every trace event, in the order emitted. Sinks observe; a sink never breaks inference.
+
+    An observer: emitting never waits for it (see the module's docstring for
+    how an `async def` sink is fed, and what happens when it falls behind).
+    """
 
 
 # -- MCPL --------------------------------------------------------------------

@@ -265,7 +265,7 @@ class Kernel:
             inference=self.settings.inference.model_copy(),
             providers=providers,
             stopping=self.stopping,
-            emit=self.emit,
+            emit=self.emit_now,
             waiting=self.waiting,
             complete=self.complete,
             stream=self.stream,
@@ -274,8 +274,12 @@ class Kernel:
     # -- traces and waits ------------------------------------------------------------
 
     async def emit(self, type: str, **fields: Any) -> None:
-        """Every trace goes out here: its fields are redacted before any observer sees them."""
-        await self.hooks.trace(TraceEvent(type, redact_value(fields)))
+        self.emit_now(type, **fields)
+
+    def emit_now(self, type: str, **fields: Any) -> None:
+        """Every trace goes out here: its fields are redacted before any observer sees them.
+        It never waits for an observer, so plain functions may emit too."""
+        self.hooks.trace(TraceEvent(type, redact_value(fields)))
 
     @asynccontextmanager
     async def waiting(
@@ -283,11 +287,11 @@ class Kernel:
     ) -> AsyncIterator[Wait]:
         """Announce a wait to observers for as long as the block runs."""
         wait = Wait(f"w{next(self._ids)}", reason, attempt, time.monotonic(), until)
-        await self.hooks.wait_start(wait)
+        self.hooks.wait_start(wait)
         try:
             yield wait
         finally:
-            await self.hooks.wait_end(wait)
+            self.hooks.wait_end(wait)
 
     async def sleep(self, delay_s: float) -> None:
         """Sleep, unless the kernel stops first: then raise the shutting-down error."""

@@ -259,7 +259,7 @@ class PluginContext:
         inference: InferenceSettings,
         providers: Mapping[str, ProviderInfo],
         stopping: asyncio.Event,
-        emit: Callable[..., Awaitable[None]],
+        emit: Callable[..., None],
         waiting: Callable[[WaitReason, Attempt, float | None], AbstractAsyncContextManager[Wait]],
         complete: Callable[[Request], Awaitable[Response]],
         stream: Callable[[Request], AsyncGenerator[StreamEvent, None]],
@@ -284,8 +284,12 @@ class PluginContext:
         return self._stopping
 
     async def emit(self, type: str, **fields: Any) -> None:
-        """Emit a trace event (camelCase fields) through `on_trace`."""
-        await self._emit(type, **fields)
+        """Emit a trace event (camelCase fields) through `on_trace`; it never waits."""
+        self._emit(type, **fields)
+
+    def emit_now(self, type: str, **fields: Any) -> None:
+        """`emit` for a plain function: observers never make the emitter wait."""
+        self._emit(type, **fields)
 
     def waiting(
         self, reason: WaitReason, attempt: Attempt, until: float | None

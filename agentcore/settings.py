@@ -1,40 +1,45 @@
 """Per-deployment settings: a TOML file, `AGENTCORE_*` environment overrides, defaults.
 
-Built on pydantic-settings. The kernel's own sections are declared here; each
-plugin declares its section's model (`agentcore_settings` hook) and the loader
-grafts those onto the root model, so one validation reports every unknown key,
-wrong type and missing value with where it came from (file and key path, or the
-environment variable). Environment wins over the file; the file wins over defaults.
+Built on pydantic (pydantic-settings parses the environment). The kernel's own
+sections are declared here; each plugin declares its section's model
+(`agentcore_settings` hook) and the loader grafts those onto the root model, so one
+validation reports every unknown key, wrong type and missing value with where it came
+from (file and key path, or the environment variable). Environment wins over the
+file; the file wins over defaults.
+
+Validation runs with a `LoadContext` (pydantic's validation context): fields typed
+`ProviderName` or `ModelReference` are checked against the configured providers, and a
+stdio MCPL server starts in the settings file's folder. Relative paths written in the
+file are relative to the file's folder.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+import urllib.parse
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Self, Union, cast, get_args, get_origin
 
 from loguru import logger
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
 )
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_core import PydanticCustomError
+from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from agentcore.redaction import register_secret, settings_secrets
 
@@ -51,6 +56,77 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+@dataclass(frozen=True)
+class LoadContext:
+    """What validation may know beyond the values themselves (pydantic's validation
+    context, given by `load_settings`; absent when a model is built directly)."""
+
+    providers: frozenset[str]
+    """The configured ``[providers.NAME]`` names, ``echo`` included."""
+    folder: Path | None = None
+    """The settings file's folder (absolute), or None when there is no file."""
+    kinds: frozenset[str] | None = None
+    """The provider kinds the kernel's plugins contribute; None: not checked."""
+
+
+def load_context(info: ValidationInfo) -> LoadContext | None:
+    return info.context if isinstance(info.context, LoadContext) else None
+
+
+def invalid(message: str) -> PydanticCustomError:
+    """A validation error whose message says it all: reported as is, without the value."""
+    return PydanticCustomError("agentcore", "{message}", {"message": message})
+
+
+def provider_problem(name: str, configured: Collection[str]) -> str | None:
+    """Why `name` cannot be used as a provider, or None."""
+    if name in configured:
+        return None
+    known = ", ".join(sorted(configured))
+    return f"names provider {name!r}, which is not configured (configured: {known})"
+
+
+def model_reference_problem(reference: str, configured: Collection[str] | None) -> str | None:
+    """Why a ``NAME:MODEL`` reference cannot be used, or None (its provider is not
+    checked when `configured` is None)."""
+    name, sep, model = reference.partition(":")
+    if not sep or not name or not model:
+        return f"{reference!r} is not of the form NAME:MODEL"
+    return None if configured is None else provider_problem(name, configured)
+
+
+def _check_provider_name(name: str, info: ValidationInfo) -> str:
+    context = load_context(info)
+    problem = None if context is None else provider_problem(name, context.providers)
+    if problem is not None:
+        raise invalid(problem)
+    return name
+
+
+def _check_model_reference(reference: str, info: ValidationInfo) -> str:
+    context = load_context(info)
+    problem = model_reference_problem(reference, None if context is None else context.providers)
+    if problem is not None:
+        raise invalid(problem)
+    return reference
+
+
+def _check_provider_kind(kind: str, info: ValidationInfo) -> str:
+    context = load_context(info)
+    if context is not None and context.kinds is not None and kind not in context.kinds:
+        known = ", ".join(sorted(context.kinds))
+        raise invalid(f"unknown provider kind {kind!r}; expected one of {known}")
+    return kind
+
+
+ProviderName = Annotated[str, AfterValidator(_check_provider_name)]
+"""A settings field (or table key) naming a ``[providers.NAME]``: checked at load time."""
+ModelReference = Annotated[str, AfterValidator(_check_model_reference)]
+"""A settings field holding ``NAME:MODEL``: its form, and its provider, checked at load time."""
+ProviderKind = Annotated[str, AfterValidator(_check_provider_kind)]
+"""``[providers.NAME] kind``: one the kernel's plugins contribute, checked at load time."""
+
+
 class TracesSettings(Section):
     jsonl: Path | None = None
     """Write every trace event to this file, one JSON object per line."""
@@ -63,11 +139,11 @@ class PluginsSettings(Section):
 
 
 class ProviderSettings(Section):
-    kind: str
-    """A provider kind some plugin contributes (`agentcore plugins` lists them); the
-    kernel validates it against its own registry (`load_settings(..., kinds=)`)."""
+    kind: ProviderKind
+    """A provider kind some plugin contributes (`agentcore plugins` lists them)."""
     base_url: str | None = None
-    """anthropic: the root (POST {base_url}/v1/messages); openai-family: the API base."""
+    """anthropic and gemini: the root (POST {base_url}/v1/messages; {base_url}/v1beta/models/
+    MODEL:streamGenerateContent); openai-family and openai-responses: the API base (…/v1)."""
     api_key_env: str | None = None
     """The environment variable that holds the key; the key itself never goes in a file."""
     connect_timeout_s: float = 10.0
@@ -95,9 +171,9 @@ class ProviderSettings(Section):
 
 
 class InferenceSettings(Section):
-    progress_timeout_s: float = 120.0
+    progress_timeout_s: float = Field(default=120.0, gt=0)
     """A stream that brings no new visible text this long is cut with a timeout error."""
-    request_timeout_s: float = 600.0
+    request_timeout_s: float = Field(default=600.0, gt=0)
     """One attempt, whole, may take at most this long."""
     unknown_stop: Literal["end_turn", "error"] = "error"
     """How a provider stop token with no mapping is handled: the attempt fails with an
@@ -108,16 +184,46 @@ class InferenceSettings(Section):
     honour: a longer one fails the call at once. One limit for every policy that waits."""
 
 
+WEBSOCKET_SCHEMES = ("ws", "wss")
+
+
 class McplServerSettings(Section):
-    command: list[str] | None = None
+    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`)."""
+
+    command: list[str] | None = Field(default=None, min_length=1)
     url: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
+    """Where a stdio server starts: by default the settings file's folder."""
     grant: list[str] = Field(default_factory=list)
     disabled_feature_sets: list[str] = Field(default_factory=list)
     reconnect: bool = False
-    max_frame_bytes: int = 4 * 1024 * 1024
-    shutdown_grace_s: float = 5.0
+    max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
+    shutdown_grace_s: float = Field(default=5.0, ge=0)
+
+    @field_validator("url")
+    @classmethod
+    def _websocket_url(cls, url: str) -> str:
+        scheme = urllib.parse.urlsplit(url).scheme.lower()
+        if scheme not in WEBSOCKET_SCHEMES:
+            # The URL itself is not repeated: it may hold credentials.
+            said = f"the scheme {scheme!r}" if scheme else "no scheme"
+            raise invalid(
+                f"has {said}; an MCPL server is reached over ws:// or wss:// "
+                "(or set command for stdio)"
+            )
+        return url
+
+    @model_validator(mode="after")
+    def _one_transport(self, info: ValidationInfo) -> Self:
+        if self.command and self.url:
+            raise invalid("sets both command (stdio) and url (WebSocket); choose one")
+        if not self.command and not self.url:
+            raise invalid("needs command (stdio) or url (WebSocket)")
+        context = load_context(info)
+        if self.command and self.cwd is None and context is not None:
+            self.cwd = context.folder
+        return self
 
 
 class McplSettings(Section):
@@ -128,16 +234,11 @@ def _default_providers() -> dict[str, ProviderSettings]:
     return {"echo": ProviderSettings(kind="echo")}
 
 
-class Settings(BaseSettings):
-    """The kernel's sections. Plugin sections are grafted on by `load_settings`."""
-
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        case_sensitive=False,
-    )
-    toml_path: ClassVar[Path | None] = None
+class Settings(Section):
+    """The kernel's sections. Plugin sections are grafted on by `load_settings`, which
+    reads the file and the environment and validates their values with a `LoadContext`.
+    (A plain model, not pydantic-settings' `BaseSettings`: that one's constructor runs its
+    own sources, and validating through it loses the context.)"""
 
     traces: TracesSettings = Field(default_factory=TracesSettings)
     plugins: PluginsSettings = Field(default_factory=PluginsSettings)
@@ -151,20 +252,6 @@ class Settings(BaseSettings):
         self.providers.setdefault("echo", ProviderSettings(kind="echo"))
         return self
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Earlier sources win. `load_settings` reads the environment it is given (not
-        # necessarily os.environ) and passes those values as init arguments, so they
-        # win over the file; pydantic-settings' own env source is left out on purpose.
-        return (init_settings, _FileSource(settings_cls, cls.toml_path))
-
     def section(self, path: str) -> Any:
         """The validated section at a dotted path (``"mcpl.routing"``), or None."""
         node: Any = self
@@ -173,20 +260,6 @@ class Settings(BaseSettings):
             if node is None:
                 return None
         return node
-
-
-class _FileSource(PydanticBaseSettingsSource):
-    """The deployment's TOML file; a read or parse failure is a `SettingsError` naming it."""
-
-    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
-        super().__init__(settings_cls)
-        self.data = read_toml(path) if path is not None else {}
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return self.data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self.data)
 
 
 class SettingsError(Exception):
@@ -198,11 +271,20 @@ class SettingsError(Exception):
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    """The file's values; any way it cannot be read is a `SettingsError` naming it."""
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
         raise SettingsError([f"{path}: no such settings file"]) from None
+    except IsADirectoryError:
+        raise SettingsError([f"{path}: is a directory, not a settings file"]) from None
+    except OSError as exc:
+        raise SettingsError([f"{path}: cannot be read: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError(
+            [f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"]
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError([f"{path}: not valid TOML: {exc}"]) from None
 
@@ -213,18 +295,24 @@ def settings_path(explicit: str | Path | None, environ: Mapping[str, str]) -> Pa
     return Path(value) if value else None
 
 
-def _env_values(settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> dict[str, Any]:
+def _env_values(settings_cls: type[BaseModel], environ: Mapping[str, str]) -> dict[str, Any]:
     env = {k: v for k, v in environ.items() if k.upper() not in _RESERVED_ENV}
     source = EnvSettingsSource(
-        settings_cls,
+        cast(type[BaseSettings], settings_cls),  # it reads only the fields and our options
         case_sensitive=False,
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
     )
     source.env_vars = {k.lower(): v for k, v in env.items()}
-    sections = {name.lower() for name in settings_cls.model_fields}
-    for key in env:
-        if key.upper().startswith(ENV_PREFIX):
+    return source()
+
+
+def _warn_unknown_sections(root: type[BaseModel], environ: Mapping[str, str]) -> None:
+    """Each `AGENTCORE_*` variable that no section of `root` (plugin sections grafted on)
+    reads, so a misspelt override is not silently ignored."""
+    sections = {name.lower() for name in root.model_fields}
+    for key in environ:
+        if key.upper().startswith(ENV_PREFIX) and key.upper() not in _RESERVED_ENV:
             section = key[len(ENV_PREFIX) :].split("__", 1)[0].lower()
             if section not in sections:
                 logger.warning(
@@ -232,7 +320,6 @@ def _env_values(settings_cls: type[BaseSettings], environ: Mapping[str, str]) ->
                     key,
                     ", ".join(sorted(sections)),
                 )
-    return source()
 
 
 def early_plugin_settings(
@@ -310,26 +397,6 @@ def _lookup(tree: Mapping[str, Any], key: str | tuple[str, ...]) -> bool:
     return True
 
 
-def _with_kinds(base: type[Settings], kinds: Collection[str]) -> type[Settings]:
-    """`base` whose ``[providers.NAME] kind`` must be one of `kinds`."""
-    known = sorted(kinds)
-
-    def known_kind(cls: type[ProviderSettings], kind: str) -> str:
-        if kind not in known:
-            raise ValueError(f"unknown provider kind {kind!r}; expected one of {', '.join(known)}")
-        return kind
-
-    provider = create_model(
-        ProviderSettings.__name__,
-        __base__=ProviderSettings,
-        __validators__={"known_kind": field_validator("kind")(known_kind)},
-    )
-    # Validated like a file's table (pydantic-settings validates defaults), so typed alike.
-    echo = {"echo": {"kind": "echo"}} if "echo" in known else {}
-    field = (dict[str, provider], Field(default_factory=lambda: dict(echo)))  # type: ignore[valid-type]
-    return create_model(base.__name__, __base__=base, providers=field)
-
-
 def load_settings(
     path: Path | None = None,
     *,
@@ -346,25 +413,64 @@ def load_settings(
     """
     environ = os.environ if environ is None else environ
     root = _graft(Settings, sections or {})
-    if kinds is not None:
-        root = _with_kinds(root, kinds)
     file_values = read_toml(path) if path is not None else {}
     env_values = _env_values(root, environ)
-    loaded_cls = type(root.__name__, (root,), {"toml_path": path})
     # Before anything is reported or run: every credential the file or the environment
     # configures (keys, header values, URL userinfo and ?key=, a server's secret env) is
     # masked in every output from here on, a settings error's own message included.
-    for values in (file_values, env_values):
-        for secret in settings_secrets(values, environ):
+    for source in (file_values, env_values):
+        for secret in settings_secrets(source, environ):
             register_secret(secret)
+    _warn_unknown_sections(root, environ)
+    folder = None if path is None else path.absolute().parent
+    from_file = file_values if folder is None else _anchored(file_values, root, folder)
+    values = _merged(from_file, env_values)
+    known_kinds = None if kinds is None else frozenset(kinds)
+    context = LoadContext(providers=_provider_names(values), folder=folder, kinds=known_kinds)
     try:
-        settings = loaded_cls(**env_values)
+        settings = root.model_validate(values, context=context)
     except ValidationError as exc:
         problems = _describe(exc, path, root, file_values, env_values, kinds)
         raise SettingsError(list(problems)) from None
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values)
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` laid on `base`, table by table (the environment's values on the file's)."""
+    out = dict(base)
+    for key, value in over.items():
+        below = out.get(key)
+        out[key] = (
+            _merged(below, value)
+            if isinstance(below, Mapping) and isinstance(value, Mapping)
+            else value
+        )
+    return out
+
+
+def _anchored(
+    values: Mapping[str, Any], root: type[BaseModel], folder: Path, loc: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The file's values with each relative path (a `Path` field) taken from `folder`,
+    so a settings file works from any working directory."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        here = (*loc, key)
+        if isinstance(value, Mapping):
+            out[key] = _anchored(value, root, folder, here)
+        elif isinstance(value, str) and _annotation_at(root, here) is Path:
+            out[key] = str(folder / value)  # an absolute value stays as it is
+        else:
+            out[key] = value
+    return out
+
+
+def _provider_names(values: Mapping[str, Any]) -> frozenset[str]:
+    providers = values.get("providers")
+    names = set(providers) if isinstance(providers, Mapping) else set()
+    return frozenset(names | set(_default_providers()))
 
 
 def _describe(
@@ -378,10 +484,14 @@ def _describe(
     """One line per problem: where it came from, the key path, and what was expected."""
     for error in exc.errors():
         loc = tuple(error["loc"])
+        if loc and loc[-1] == "[key]":  # a table key was refused: name the key itself
+            loc = loc[:-1]
         key = dotted(tuple(str(p) for p in loc))
         where = _where(loc, path, file_values, env_values)
         kind = error["type"]
-        if kind == "extra_forbidden":
+        if kind == "agentcore":  # `invalid(...)`: the message says it all
+            yield f"{where}: {key}: {error['msg']}"
+        elif kind == "extra_forbidden":
             allowed = _keys_at(root, loc[:-1])
             expected = f" (expected one of: {', '.join(allowed)})" if allowed else ""
             yield f"{where}: {key}: unknown key{expected}"
@@ -413,10 +523,12 @@ def _where(
 
 
 def _unwrap(annotation: Any) -> Any:
-    """``X | None`` is X, for describing what is expected."""
+    """``X | None`` is X, and ``Annotated[X, ...]`` is X, for describing what is expected."""
+    if get_origin(annotation) is Annotated:
+        return _unwrap(get_args(annotation)[0])
     args = [a for a in get_args(annotation) if a is not type(None)]
     if get_origin(annotation) in (Union, UnionType) and len(args) == 1:
-        return args[0]
+        return _unwrap(args[0])
     return annotation
 
 

@@ -1,5 +1,6 @@
 """The built-in provider kinds, contributed through `agentcore_provider_kinds` like any
-plugin's: anthropic, openai (with openrouter and openai-compatible) and echo.
+plugin's: anthropic, openai (with openrouter and openai-compatible), openai-responses,
+gemini and echo.
 
 Each adapter is imported when a provider of its kind is first made, not at load.
 """
@@ -29,6 +30,18 @@ def openai(name: str, config: ProviderSettings, inference: InferenceSettings) ->
     return OpenAIProvider(name, config, inference, config.kind)
 
 
+def responses(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.responses import ResponsesProvider
+
+    return ResponsesProvider(name, config, inference)
+
+
+def gemini(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.gemini import GeminiProvider
+
+    return GeminiProvider(name, config, inference)
+
+
 @hookimpl
 def agentcore_provider_kinds() -> dict[str, ProviderFactory]:
     return {
@@ -36,5 +49,7 @@ def agentcore_provider_kinds() -> dict[str, ProviderFactory]:
         "openai": openai,
         "openrouter": openai,
         "openai-compatible": openai,
+        "openai-responses": responses,
+        "gemini": gemini,
         "echo": echo,
     }

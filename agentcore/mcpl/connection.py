@@ -29,6 +29,12 @@ check fails closed. A handler result of None is answered -32601: a method
 never goes unanswered (§6.6), `model/info` included. `ping` is answered by
 the connection itself; methods outside MCPL (no capability of their own) go
 to the handler whatever the state.
+
+`notifications/cancelled` (MCP's base protocol, which MCPL extends, §3.1) for
+an `inference/request` in flight cancels the task serving it, which closes its
+provider call, and the request gets no answer; the `McplRequest` says the
+server cancelled it (`cancelled`). Any other id (unknown, answered, another
+method) is ignored, as that protocol allows.
 """
 
 from __future__ import annotations
@@ -94,6 +100,8 @@ INBOUND_CAPABILITY: dict[str, str] = {
 }
 # Server-initiated methods that must name their feature set (§6.5).
 FEATURE_SET_METHODS = frozenset({"inference/request", "push/event"})
+# The one server-initiated method the server may cancel (it costs the host tokens).
+CANCELLABLE_METHOD = "inference/request"
 
 # Host→server methods and the capabilities of which at least one must be
 # granted before the host may send them (§5.4: "MUST NOT deliver").
@@ -189,6 +197,7 @@ class ServerConnection:
         self._advertised: frozenset[str] = frozenset()
         self._feature_sets: dict[str, FeatureSet] = {}
         self._hooks_pending = 0
+        self._cancellable: dict[RequestId, McplRequest] = {}  # inference/requests being served
         self.server_info: Any = None
         self.manifest: dict[str, Any] = {}
         self.receipt: Any = None
@@ -501,9 +510,23 @@ class ServerConnection:
         # _admit runs before the first await, i.e. in the task's first step:
         # the state it reads is the state as of this request's place on the wire.
         request = self._admit(request_id, method, params)
+        if method != CANCELLABLE_METHOD:
+            return await self._answer(request)
+        cancellable = self._cancellable
+        cancellable[request_id] = request
+        try:
+            return await self._answer(request)
+        finally:
+            # The server may reuse an id it cancelled while this task still unwinds.
+            if cancellable.get(request_id) is request:
+                del cancellable[request_id]
+
+    async def _answer(self, request: McplRequest) -> Any:
         result = await self._handler(request)
         if result is None:
-            raise McplError(METHOD_NOT_FOUND, f"Method not found: nothing here answers {method}")
+            raise McplError(
+                METHOD_NOT_FOUND, f"Method not found: nothing here answers {request.method}"
+            )
         return result
 
     def _admit(self, request_id: RequestId, method: str, params: Params) -> McplRequest:
@@ -588,17 +611,47 @@ class ServerConnection:
             )
             return
         if method == "notifications/cancelled":
-            # Not acted on: every request gets exactly one answer, and the
-            # handler's answer (or close()'s) is that one.
-            self._log.debug("mcpl server {}: ignoring {}", self._name, method)
+            self._on_cancelled(params)
             return
         if self._notification_handler is None:
             self._log.debug("mcpl server {}: notification {}", self._name, method)
             return
         await self._notification_handler(self, method, params if isinstance(params, dict) else {})
 
+    def _on_cancelled(self, params: Params) -> None:
+        """The server gave up on a request it sent (MCP base protocol, Cancellation).
+
+        Stop an `inference/request` in flight: it costs tokens, and its answer would
+        go unread. The handler's task is cancelled and the request gets no answer.
+        """
+        fields = params if isinstance(params, dict) else {}
+        request_id: Any = fields.get("requestId")  # checked by the peer
+        reason = fields.get("reason")
+        peer = self._peer
+        if peer is None or not peer.cancel(request_id, method=CANCELLABLE_METHOD):
+            self._log.debug(
+                "mcpl server {}: ignoring notifications/cancelled for {!r}: "
+                "no inference/request in flight with that id",
+                self._name,
+                request_id,
+            )
+            return
+        why = reason if isinstance(reason, str) else ""
+        # The task sees its cancellation at its next step, after this line, so its
+        # handler can tell why. A request not in the map had not begun: nothing to tell.
+        request = self._cancellable.get(request_id)
+        if request is not None:
+            request.cancelled = why
+        self._log.info(
+            "mcpl server {}: the server cancelled inference/request {!r}{}",
+            self._name,
+            request_id,
+            f": {why}" if why else "",
+        )
+
 
 __all__ = [
+    "CANCELLABLE_METHOD",
     "DEFAULT_REQUEST_TIMEOUT_S",
     "FEATURE_SET_METHODS",
     "HOST_MCPL_CAPABILITIES",

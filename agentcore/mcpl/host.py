@@ -8,8 +8,10 @@ every policy applied.
 Shutdown order, and why: first the kernel is marked stopping, so calls waiting
 on a hold or a backoff wake and fail at once; then each connection answers its
 in-flight requests -32603 "the host is shutting down" (cancelling them, which
-closes their provider calls) and closes its transport (a stdio child gets
-SIGTERM, then SIGKILL after its grace period); last the plugins stop.
+closes their provider calls) and closes its transport (a stdio child's stdin
+is closed, so its own cleanup runs; SIGTERM only if it has not exited within
+`shutdown_grace_s`, SIGKILL 2 s after that); last the plugins stop. With the
+default grace a server that ignores both still leaves `serve` inside its 10 s.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def transport_factory(name: str, config: McplServerSettings) -> TransportFactory
             env=config.env or None,
             cwd=config.cwd,
             max_frame_bytes=config.max_frame_bytes,
-            kill_grace_s=config.shutdown_grace_s,
+            shutdown_grace_s=config.shutdown_grace_s,
         )
     if config.url:
         return websocket_factory(name, config.url, max_frame_bytes=config.max_frame_bytes)

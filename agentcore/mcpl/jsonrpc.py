@@ -8,11 +8,15 @@ for an error answer. What the peer guarantees:
 - **Exactly one answer per inbound request id**, on every path. Each in-flight
   request is an entry in `_inflight`; whoever removes the entry (the handler's
   task when it finishes, or `close()`) is the one that answers, and removal
-  is a synchronous dict operation, so two answers cannot happen.
+  is a synchronous dict operation, so two answers cannot happen. The one
+  request that goes unanswered is one the other side cancelled (`cancel`):
+  its entry is removed with nobody to answer, as MCP's cancellation asks.
 - **One boundary** (`error_object`) where an exception becomes an error object.
 - **Bad input never kills the connection**: invalid JSON is answered -32700
   with id null, a malformed message -32600, a response for an unknown id is
   logged and dropped, and a refused frame (`FrameError`) is answered -32700.
+  The one exception is the transport's to make: a WebSocket cannot skip a
+  frame, so it closes and says why (`TransportClosed`), and the log says so.
 - **Batches are not supported**: a JSON array is answered with one -32600,
   id null (MCP removed batching; MCPL inherits MCP's framing).
 - A concurrent duplicate of an in-flight request id is answered -32600 with
@@ -68,7 +72,8 @@ class Transport(Protocol):
         """The next message, or None once the other side has closed.
 
         Raises `FrameError` for a frame it refused (too large, not text); the
-        peer answers that and reads on.
+        peer answers that and reads on. Raises `TransportClosed` when refusing
+        a frame meant closing the connection itself.
         """
         ...
 
@@ -95,6 +100,14 @@ class FrameTooLarge(FrameError):
             {"maxFrameBytes": limit},
         )
         self.limit = limit
+
+
+class TransportClosed(Exception):
+    """The transport closed the connection itself (it refused a frame it could not skip).
+
+    Its message says what happened, for the log and the close reason: it was not
+    the other side that closed.
+    """
 
 
 class ConnectionClosed(Exception):
@@ -257,6 +270,24 @@ class JsonRpcPeer:
             self._fail_pending()
             self._closed.set()
 
+    def cancel(self, request_id: object, *, method: str) -> bool:
+        """Stop serving an inbound `method` request that the other side cancelled.
+
+        Its task is cancelled and it gets no answer (MCP base protocol, Cancellation:
+        the receiver stops processing and sends no response for it). Taking the entry
+        out of `_inflight` is what silences it: neither its task nor `close()` finds
+        anything left to answer. False, and nothing changes, when no `method` request
+        is in flight under this id (unknown, already answered, or another method).
+        """
+        if not _valid_id(request_id):
+            return False
+        entry = self._inflight.get(request_id)
+        if entry is None or entry.method != method:
+            return False
+        del self._inflight[request_id]
+        entry.task.cancel()
+        return True
+
     async def _answer_all(
         self, entries: list[tuple[RequestId, _Inbound]], error: dict[str, Any]
     ) -> None:
@@ -344,10 +375,15 @@ class JsonRpcPeer:
     # -- inbound -------------------------------------------------------------
 
     async def _read_loop(self) -> None:
+        reason = "the other side closed the connection"
         try:
             while True:
                 try:
                     text = await self._transport.receive()
+                except TransportClosed as exc:
+                    reason = str(exc)
+                    logger.warning("{}: {}", self.name, reason)
+                    break
                 except FrameError as exc:
                     logger.warning("{}: refused a frame: {}", self.name, exc.message)
                     error = {"code": PARSE_ERROR, "message": exc.message}
@@ -362,15 +398,13 @@ class JsonRpcPeer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            logger.opt(exception=exc).warning("{}: reading failed: {}", self.name, exc)
-        # Reached only when the other side went away (close() cancels us
+            reason = f"reading failed: {exc}"
+            logger.opt(exception=exc).warning("{}: {}", self.name, reason)
+        # Reached only when the connection ended under us (close() cancels us
         # otherwise). Answers to in-flight requests are best-effort here: the
         # other side may still read after it stopped writing.
         if not self._closing:
-            await self.close(
-                McplError(INTERNAL_ERROR, "the connection closed"),
-                reason="the other side closed the connection",
-            )
+            await self.close(McplError(INTERNAL_ERROR, "the connection closed"), reason=reason)
 
     async def _refuse(self, request_id: RequestId | None, code: int, message: str) -> None:
         logger.warning("{}: refused a message (id {!r}): {}", self.name, request_id, message)
@@ -446,7 +480,7 @@ class JsonRpcPeer:
             result = await self._handle_request(request_id, method, params)
             frame = _dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
         except asyncio.CancelledError:
-            # close() took our entry and answers for us.
+            # close() took our entry and answers for us, or cancel() took it: no answer.
             raise
         except Exception as exc:
             frame = encode_error(request_id, error_object(exc))
@@ -514,6 +548,7 @@ __all__ = [
     "RequestHandler",
     "RequestId",
     "Transport",
+    "TransportClosed",
     "encode_error",
     "error_object",
 ]

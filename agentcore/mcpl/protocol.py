@@ -69,3 +69,8 @@ class McplRequest:
     id: int | str
     method: str
     params: dict[str, Any]
+    cancelled: str | None = None
+    """The server's reason ("" if it gave none) once it cancelled this request with
+    `notifications/cancelled` (MCP's base protocol). Set just before the handler's task
+    is cancelled, so a handler that catches the `CancelledError` can tell why; the
+    request then gets no answer. Only `inference/request` can be cancelled."""

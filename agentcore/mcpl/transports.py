@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import aiohttp
 from loguru import logger
 
-from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport
+from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport, TransportClosed
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
-DEFAULT_KILL_GRACE_S = 5.0
+DEFAULT_SHUTDOWN_GRACE_S = 5.0  # stdin closed: how long a server has to exit by itself
+DEFAULT_TERM_GRACE_S = 2.0  # after SIGTERM, before SIGKILL
 DEFAULT_HEARTBEAT_S = 20.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 READ_CHUNK_BYTES = 64 * 1024
@@ -88,9 +89,12 @@ class StdioTransport:
     """A server run as a child process: JSON-RPC lines on its stdin and stdout.
 
     The child's stderr goes to the log line by line, tagged with the server
-    name. `close()` closes stdin, sends SIGTERM, waits `kill_grace_s`, then
-    sends SIGKILL. The child runs in its own session, so a Ctrl-C at the
-    terminal reaches the host, which answers in-flight requests and then
+    name. `close()` follows MCP's stdio shutdown (base protocol, Lifecycle,
+    "Shutdown"; MCPL is an extension of MCP, SPEC §3.1): close the child's
+    stdin, wait up to `shutdown_grace_s` for it to exit by itself (a server's
+    own cleanup runs on that EOF), then SIGTERM, then SIGKILL after
+    `term_grace_s` more. The child runs in its own session, so a Ctrl-C at
+    the terminal reaches the host, which answers in-flight requests and then
     stops the child in that order; signals go to the child's process group.
 
     Frames sent in one event-loop iteration go out in one write (see `send`).
@@ -102,12 +106,14 @@ class StdioTransport:
         *,
         name: str,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+        shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
+        term_grace_s: float = DEFAULT_TERM_GRACE_S,
     ) -> None:
         assert process.stdin is not None and process.stdout is not None
         self.name = name
         self.process = process
-        self.kill_grace_s = kill_grace_s
+        self.shutdown_grace_s = shutdown_grace_s
+        self.term_grace_s = term_grace_s
         self._stdin = process.stdin
         self._lines = _LineReader(process.stdout, max_frame_bytes)
         self._loop = asyncio.get_running_loop()
@@ -131,7 +137,8 @@ class StdioTransport:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+        shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
+        term_grace_s: float = DEFAULT_TERM_GRACE_S,
     ) -> StdioTransport:
         """Start `command` with `env` merged over this process's environment."""
         if not command:
@@ -149,7 +156,13 @@ class StdioTransport:
             start_new_session=True,
             limit=READ_CHUNK_BYTES,
         )
-        return cls(process, name=name, max_frame_bytes=max_frame_bytes, kill_grace_s=kill_grace_s)
+        return cls(
+            process,
+            name=name,
+            max_frame_bytes=max_frame_bytes,
+            shutdown_grace_s=shutdown_grace_s,
+            term_grace_s=term_grace_s,
+        )
 
     @property
     def returncode(self) -> int | None:
@@ -233,20 +246,30 @@ class StdioTransport:
             self.process.send_signal(sig)
 
     async def _stop_process(self) -> None:
-        process = self.process
-        if process.returncode is None:
+        """Stdin is closed: wait for the exit, then SIGTERM, then SIGKILL (MCP's stdio shutdown)."""
+        if not await self._exits_within(self.shutdown_grace_s):
+            logger.warning(
+                "mcpl server {}: still running {}s after its stdin closed; sending SIGTERM",
+                self.name,
+                self.shutdown_grace_s,
+            )
             self._signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), self.kill_grace_s)
-            except TimeoutError:
+            if not await self._exits_within(self.term_grace_s):
                 logger.warning(
                     "mcpl server {}: still running {}s after SIGTERM; sending SIGKILL",
                     self.name,
-                    self.kill_grace_s,
+                    self.term_grace_s,
                 )
                 self._signal(signal.SIGKILL)
-                await process.wait()
-        logger.info("mcpl server {}: exited with {}", self.name, process.returncode)
+                await self.process.wait()
+        logger.info("mcpl server {}: exited with {}", self.name, self.process.returncode)
+
+    async def _exits_within(self, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(self.process.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
 
 
 async def _log_stderr(name: str, stream: asyncio.StreamReader) -> None:
@@ -274,9 +297,11 @@ class WebSocketTransport:
 
     aiohttp answers pings and sends one every `heartbeat_s`, closing the
     socket when a pong does not come back. A frame over `max_frame_bytes` is
-    refused by aiohttp from its header, before the payload is read; the
-    WebSocket protocol cannot skip a frame, so aiohttp closes the socket with
-    1009 (message too big) and the session ends there.
+    refused by aiohttp from its header, before the payload is read, and a
+    text frame that is not UTF-8 once read; the WebSocket protocol cannot skip
+    a frame, so aiohttp closes the socket (1009 message too big, 1007 invalid
+    payload; RFC 6455 §7.4.1) and the session ends there: `receive` raises
+    `TransportClosed` saying so (with `reconnect`, a new session follows).
     """
 
     def __init__(
@@ -336,12 +361,8 @@ class WebSocketTransport:
             if message.type is aiohttp.WSMsgType.BINARY:
                 raise FrameError("Parse error: binary frame; MCPL frames are text")
             if message.type is aiohttp.WSMsgType.ERROR:
-                error = message.data
-                code = getattr(error, "code", None)
-                if code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
-                    raise FrameTooLarge(self._max_frame_bytes)
-                logger.warning("mcpl server {}: socket error: {}", self.name, error)
-                return None
+                # aiohttp has closed the socket already (see the class docstring).
+                raise TransportClosed(self._refusal(message.data))
             if message.type in (
                 aiohttp.WSMsgType.CLOSE,
                 aiohttp.WSMsgType.CLOSING,
@@ -349,6 +370,23 @@ class WebSocketTransport:
             ):
                 return None
             # PING/PONG are answered by aiohttp (autoping); anything else is skipped.
+
+    def _refusal(self, error: object) -> str:
+        """What the host did when aiohttp refused a frame (or the socket failed)."""
+        code = getattr(error, "code", None)
+        if code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+            return (
+                f"the host refused a frame over {self._max_frame_bytes} bytes (max_frame_bytes) "
+                f"and closed the connection with {code} (message too big)"
+            )
+        if code == aiohttp.WSCloseCode.INVALID_TEXT:
+            return (
+                "the host refused a text frame that is not valid UTF-8 "
+                f"and closed the connection with {code} (invalid frame payload data)"
+            )
+        if code is not None:
+            return f"the host closed the connection with {code}: {error}"
+        return f"the connection failed: {error}"
 
     async def close(self) -> None:
         if self._closed:
@@ -444,7 +482,8 @@ def stdio_factory(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-    kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
+    term_grace_s: float = DEFAULT_TERM_GRACE_S,
 ) -> TransportFactory:
     """A factory that spawns a fresh child per session."""
 
@@ -455,7 +494,8 @@ def stdio_factory(
             env=env,
             cwd=cwd,
             max_frame_bytes=max_frame_bytes,
-            kill_grace_s=kill_grace_s,
+            shutdown_grace_s=shutdown_grace_s,
+            term_grace_s=term_grace_s,
         )
 
     return open_transport
@@ -487,8 +527,9 @@ def websocket_factory(
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
-    "DEFAULT_KILL_GRACE_S",
     "DEFAULT_MAX_FRAME_BYTES",
+    "DEFAULT_SHUTDOWN_GRACE_S",
+    "DEFAULT_TERM_GRACE_S",
     "MemoryTransport",
     "ReconnectPolicy",
     "StdioTransport",

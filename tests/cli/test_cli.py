@@ -193,6 +193,82 @@ def test_bad_settings_name_the_file_and_key(tmp_path: Path) -> None:
     assert f"{path}: inference.progress_timeout: unknown key" in done.stderr
 
 
+@pytest.mark.parametrize("case", ["a directory", "not UTF-8"])
+def test_a_settings_file_that_cannot_be_read_is_exit_2_naming_it(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "agentcore.toml"
+    if case == "a directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"[inference]\nrequest_timeout_s = 5 # \xe9t\xe9\n")
+    done = agentcore("settings", env={"AGENTCORE_SETTINGS": str(path)})
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"agentcore: invalid settings:\n  {path}: ")
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        ("[inference]\nprogress_timeout_s = -5\n", "inference.progress_timeout_s: Input should be"),
+        ("[inference]\nrequest_timeout_s = 0\n", "inference.request_timeout_s: Input should be"),
+        (
+            '[mcpl.routing]\ndefault = "nope:m"\n',
+            "mcpl.routing.default: names provider 'nope', which is not configured "
+            "(configured: echo)",
+        ),
+        (
+            "[retry.providers.nope]\nmax_attempts = 2\n",
+            "retry.providers.nope: names provider 'nope', which is not configured "
+            "(configured: echo)",
+        ),
+        (
+            '[mcpl.servers.mem]\nurl = "http://127.0.0.1:9/mcpl"\n',
+            "mcpl.servers.mem.url: has the scheme 'http'; an MCPL server is reached over ws://",
+        ),
+    ],
+)
+def test_settings_that_can_never_work_are_refused_before_anything_runs(
+    tmp_path: Path, toml: str, problem: str
+) -> None:
+    path = tmp_path / "agentcore.toml"
+    path.write_text(toml)
+    done = agentcore("infer", "--settings", str(path), "--model", "echo:x", "Hi")
+    assert done.returncode == 2
+    assert f"{path}: {problem}" in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        ("nope:x", "names provider 'nope', which is not configured (configured: a, echo, o)"),
+        ("a-claude", "'a-claude' is not of the form NAME:MODEL"),
+    ],
+)
+def test_infer_model_naming_no_configured_provider_is_exit_2(
+    loopback_provider: LoopbackServer, settings: Path, model: str, problem: str
+) -> None:
+    done = agentcore("infer", "--settings", str(settings), "--model", model, "Hi")
+    assert done.returncode == 2
+    assert done.stderr == f"agentcore: --model: {problem}\n"
+    assert done.stdout == ""
+    assert loopback_provider.calls == []
+
+
+def test_settings_show_the_effective_overload_schedule(tmp_path: Path) -> None:
+    path = tmp_path / "agentcore.toml"
+    path.write_text("[retry]\nmax_attempts = 2\n\n[retry.overloaded]\ninitial_delay_s = 0.5\n")
+    done = agentcore("settings", "--settings", str(path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"retry.max_attempts = 2    # file {path}" in lines
+    assert f"retry.overloaded.initial_delay_s = 0.5    # file {path}" in lines
+    # 529s keep their own, longer schedule: the general max_attempts does not cap them.
+    assert "retry.overloaded.max_attempts = 6    # default" in lines
+    assert "retry.overloaded.max_delay_s = 60.0    # default" in lines
+    assert "retry.overloaded.jitter_s = 2.0    # default" in lines
+
+
 def test_plugins_lists_every_default_with_its_state() -> None:
     done = agentcore("plugins", env={"AGENTCORE_DISABLE_PLUGINS": "waiting-trace"})
     assert done.returncode == 0, done.stderr
@@ -214,6 +290,7 @@ def test_settings_show_sources_and_never_a_key(settings: Path) -> None:
     assert "inference.request_timeout_s = 600.0    # default" in lines
     assert any(line.startswith("providers.a.api_key = [REDACTED]") for line in lines)
     assert API_KEY not in done.stdout + done.stderr
+    assert "ignored" not in done.stderr  # AGENTCORE_RETRY__* is applied, so not called ignored
 
 
 # -- no configured secret in any output --------------------------------------------------

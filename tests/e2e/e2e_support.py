@@ -49,6 +49,8 @@ MANIFEST: dict[str, Any] = {
     "featureSets": {
         "fs.a": {"description": "routed to the anthropic wire", "uses": STREAMING_USES},
         "fs.o": {"description": "routed to the openai wire", "uses": STREAMING_USES},
+        "fs.r": {"description": "routed to the openai-responses wire", "uses": STREAMING_USES},
+        "fs.g": {"description": "routed to the gemini wire", "uses": STREAMING_USES},
         "fs.off": {"description": "disabled by the host's settings", "uses": STREAMING_USES},
         "fs.unrouted": {"description": "no routing rule names it", "uses": STREAMING_USES},
         "fs.plain": {"description": "whole requests only", "uses": ["inferenceRequest"]},
@@ -124,6 +126,7 @@ class ServerSession:
         self._seq = itertools.count()
         self._waiting: dict[Any, asyncio.Future[Answer]] = {}
         self._answers: dict[Any, list[Answer]] = {}
+        self._cancelled: set[Any] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
@@ -144,6 +147,15 @@ class ServerSession:
             message["params"] = params
         await self.send(message)
         return request_id
+
+    async def cancel(self, request_id: Any, reason: str | None = None) -> None:
+        """Send `notifications/cancelled` for a request; from now on it expects no answer."""
+        params: dict[str, Any] = {"requestId": request_id}
+        if reason is not None:
+            params["reason"] = reason
+        if request_id in self._waiting:
+            self._cancelled.add(request_id)
+        await self.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
 
     async def answer(self, request_id: Any, timeout: float = TIMEOUT_S) -> Answer:
         return await asyncio.wait_for(asyncio.shield(self._waiting[request_id]), timeout)
@@ -179,11 +191,12 @@ class ServerSession:
         return [t for t in self.transcript(request_id) if t[0] == "chunk"]
 
     def unanswered_or_twice(self) -> dict[Any, int]:
-        """Ids of requests this session sent that did not get exactly one answer."""
+        """Ids of requests this session sent that did not get exactly one answer
+        (for a request it cancelled: that got any answer at all)."""
         return {
             rid: len(self._answers.get(rid, []))
             for rid in self._waiting
-            if len(self._answers.get(rid, [])) != 1
+            if len(self._answers.get(rid, [])) != (0 if rid in self._cancelled else 1)
         }
 
     async def wait_closed(self, timeout: float = TIMEOUT_S) -> None:
@@ -436,7 +449,9 @@ def make_hub(kind: str) -> Hub:
 # -- agentcore serve, a real subprocess --------------------------------------------
 
 
-async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+async def serve(
+    settings: Path, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         AGENTCORE,
         "serve",
@@ -445,7 +460,7 @@ async def serve(settings: Path, env: dict[str, str] | None = None) -> asyncio.su
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
+        cwd=cwd,
         env=env,
     )
 

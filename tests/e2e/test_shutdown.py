@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -18,22 +20,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_rig import PROVIDERS, RigFactory, settings_sections
+from e2e_rig import PROVIDERS, ROUTING, RigFactory, settings_sections
 from e2e_support import (
+    RELAY,
     REPO,
     TIMEOUT_S,
     Hub,
     ServerScript,
     ServerSession,
     finish,
+    pid_alive,
     serve,
     wait_gone,
     without_agentcore_env,
 )
 
+from agentcore.kernel import Kernel
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
+from agentcore.mcpl.host import McplHost
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 
+LIFESPAN = Path(__file__).parent / "servers" / "lifespan_server.py"
 SHUTTING_DOWN = {"code": -32603, "message": SHUTDOWN_MESSAGE}
 # Long enough that nothing in flight times out by itself during a test.
 PATIENT = {"progress_timeout_s": 30.0, "request_timeout_s": 30.0}
@@ -380,3 +387,154 @@ grant = ["inferenceRequest"]
     code, _, stderr = await finish(process)
     assert code == 1
     assert "none of the configured MCPL servers (missing) could start" in stderr
+
+
+# -- a stdio server's own cleanup (MCP's stdio shutdown) --------------------------------
+
+
+@pytest.fixture
+def lifespan_settings(
+    loopback_settings: Callable[..., Path], tmp_path: Path
+) -> Callable[..., Path]:
+    """Settings serving one `lifespan_server.py`; `**options` go into its server section."""
+
+    def write(**options: Any) -> Path:
+        server = {
+            "command": [sys.executable, str(LIFESPAN)],
+            "env": {
+                "LIFESPAN_READY": str(tmp_path / "ready"),
+                "LIFESPAN_MARKER": str(tmp_path / "marker"),
+            },
+            "grant": ["inferenceRequest"],
+            **options,
+        }
+        sections = {
+            "mcpl": {"servers": {"lifespan": server}, "routing": ROUTING},
+            "traces": {"jsonl": str(tmp_path / "traces.jsonl")},
+        }
+        return loopback_settings(PROVIDERS, inference={**PATIENT}, sections=sections)
+
+    return write
+
+
+async def serving_pid(tmp_path: Path) -> int:
+    """The lifespan server's pid, once it has answered the policy exchange."""
+    ready = tmp_path / "ready"
+    async with asyncio.timeout(TIMEOUT_S):
+        while not (ready.exists() and ready.read_text()):
+            await asyncio.sleep(0.01)
+    return int(ready.read_text())
+
+
+async def test_host_close_lets_a_stdio_server_run_its_cleanup(
+    lifespan_settings: Callable[..., Path], tmp_path: Path
+) -> None:
+    kernel = Kernel.load(lifespan_settings(shutdown_grace_s=TIMEOUT_S))
+    await kernel.start()
+    host = McplHost(kernel)
+    try:
+        await host.start()
+        assert list(host.connections) == ["lifespan"]
+        await serving_pid(tmp_path)
+    finally:
+        await host.close()
+        await kernel.stop()
+    # Its stdin was closed and it was given the time to clean up: no SIGTERM cut it short.
+    assert (tmp_path / "marker").read_text() == "cleaned up"
+
+
+async def test_serve_lets_a_stdio_server_run_its_cleanup_when_signalled(
+    lifespan_settings: Callable[..., Path], tmp_path: Path
+) -> None:
+    process = await serve(lifespan_settings())
+    try:
+        await serving_pid(tmp_path)
+        process.send_signal(signal.SIGTERM)
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert (tmp_path / "marker").read_text() == "cleaned up"
+    assert "mcpl server lifespan: exited with 0" in stderr
+
+
+async def test_serve_still_exits_in_time_when_a_server_ignores_eof_and_sigterm(
+    lifespan_settings: Callable[..., Path], tmp_path: Path
+) -> None:
+    # The default grace: closing stdin, SIGTERM and SIGKILL all fit in serve's 10 s.
+    process = await serve(
+        lifespan_settings(
+            env={
+                "LIFESPAN_READY": str(tmp_path / "ready"),
+                "LIFESPAN_MARKER": str(tmp_path / "marker"),
+                "LIFESPAN_STUBBORN": "1",
+            }
+        )
+    )
+    try:
+        pid = await serving_pid(tmp_path)
+        process.send_signal(signal.SIGTERM)
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert "after its stdin closed; sending SIGTERM" in stderr
+    assert "after SIGTERM; sending SIGKILL" in stderr
+    assert f"mcpl server lifespan: exited with {-signal.SIGKILL}" in stderr
+    assert not pid_alive(pid)
+    assert not (tmp_path / "marker").exists()
+
+
+@pytest.mark.parametrize("transport", ["stdio"])
+async def test_serve_from_another_directory_takes_relative_paths_from_the_settings_folder(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    """A relative server script, the folder a stdio server starts in, and the traces file
+    are the settings file's, whatever directory `agentcore serve` runs from."""
+    deploy = tmp_path / "deploy"
+    (deploy / "servers").mkdir(parents=True)
+    shutil.copy(RELAY, deploy / "relay.py")
+    shutil.copy(RELAY, deploy / "servers" / "relay.py")
+    relative = [sys.executable, "relay.py"]
+    servers = {
+        "here": {**hub.config("here"), "command": relative},
+        "sub": {**hub.config("sub"), "command": relative, "cwd": "servers"},
+    }
+    settings = loopback_settings(
+        PROVIDERS,
+        inference=PATIENT,
+        sections={**settings_sections(hub, servers), "traces": {"jsonl": "traces.jsonl"}},
+        name="deploy/agentcore.toml",
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    process = await serve(Path("..") / "deploy" / settings.name, cwd=elsewhere)
+    try:
+        sessions = {}
+        for _ in servers:
+            session = await hub.next_session()
+            await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+            sessions[session.tag] = session
+        assert sessions["here"].pid is not None and sessions["sub"].pid is not None
+        assert Path(os.readlink(f"/proc/{sessions['here'].pid}/cwd")) == deploy
+        assert Path(os.readlink(f"/proc/{sessions['sub'].pid}/cwd")) == deploy / "servers"
+        loopback_provider.script(Scenario.text("Found it."), provider="a")
+        answer = await sessions["here"].infer({**streamed(), "stream": False})
+        assert answer.result["content"] == "Found it."
+        for session in sessions.values():
+            await session.close()
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert "mcpl:inference_complete" in (deploy / "traces.jsonl").read_text()
+    assert list(elsewhere.iterdir()) == []

@@ -185,29 +185,45 @@ async def test_every_hook_is_called_sync_or_async(impl, make_kernel, scripted):
     assert ("on_mcpl_request", "acme/echo") in calls
 
 
-async def test_sync_and_async_implementations_run_in_order(make_kernel, scripted):
+async def test_sync_and_async_implementations_on_the_path_run_in_order(make_kernel, scripted):
+    """Hooks an inference waits for run in pluggy's order, across plugins, sync or async.
+    (Observers keep only each plugin's own order: see test_observers.py.)"""
     order: list[str] = []
 
     class First:
         @hookimpl(tryfirst=True)
-        async def on_trace(self, event):
+        async def on_admission(self, attempt):
             await asyncio.sleep(0.001)
-            order.append(f"first:{event.type}")
+            order.append(f"first:admission:{attempt.number}")
+
+        @hookimpl(tryfirst=True)
+        async def on_attempt_end(self, attempt, error):
+            await asyncio.sleep(0.001)
+            order.append(f"first:end:{error and error.kind}")
 
     class Second:
         @hookimpl
-        def on_trace(self, event):
-            order.append(f"second:{event.type}")
+        def on_admission(self, attempt):
+            order.append(f"second:admission:{attempt.number}")
 
-    scripted(reply("hi"))
-    kernel = make_kernel(plugins={"second": Second(), "first": First()})
+        @hookimpl
+        def on_attempt_end(self, attempt, error):
+            order.append(f"second:end:{error and error.kind}")
+
+    scripted([server_error()], reply("hi"))
+    plugins = {"second": Second(), "first": First(), "decider": Decider()}
+    kernel = make_kernel(plugins=plugins)
     async with kernel:
         await collect(kernel.stream(request()))
     assert order == [
-        "first:inference:start",
-        "second:inference:start",
-        "first:inference:complete",
-        "second:inference:complete",
+        "first:admission:1",
+        "second:admission:1",
+        "first:end:server",
+        "second:end:server",
+        "first:admission:2",
+        "second:admission:2",
+        "first:end:None",
+        "second:end:None",
     ]
 
 

@@ -17,7 +17,15 @@ from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.settings import SettingsError
 from agentcore.testing import ProviderKindsPlugin, ScriptedProvider
 
-BUILT_IN = ["anthropic", "echo", "openai", "openai-compatible", "openrouter"]
+BUILT_IN = [
+    "anthropic",
+    "echo",
+    "gemini",
+    "openai",
+    "openai-compatible",
+    "openai-responses",
+    "openrouter",
+]
 
 
 def scripted(*args: Any) -> ScriptedProvider:
@@ -62,7 +70,7 @@ def test_the_unknown_kind_error_lists_the_kinds_plugins_added(tmp_path: Path) ->
     path = write(tmp_path, '[providers.a]\nkind = "acme-x"\n')
     with pytest.raises(SettingsError) as caught:
         load(path, acme=ProviderKindsPlugin({"acme": scripted}))
-    assert "expected one of acme, anthropic, echo" in caught.value.problems[0]
+    assert "expected one of acme, anthropic, echo, gemini" in caught.value.problems[0]
 
 
 def test_two_plugins_contributing_one_kind_is_an_error_naming_both() -> None:

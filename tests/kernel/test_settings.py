@@ -7,12 +7,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
 from agentcore import hookimpl
+from agentcore.inference import Message, Request
 from agentcore.kernel import Kernel
 from agentcore.plugins import SettingsSection
 from agentcore.settings import (
+    ModelReference,
+    ProviderName,
     ProviderSettings,
     SettingsError,
     early_plugin_settings,
@@ -201,6 +204,28 @@ def test_a_file_that_is_missing_or_not_toml(tmp_path):
     assert problem.startswith(f"{broken}: not valid TOML")
 
 
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("not UTF-8", "not UTF-8 text (invalid start byte at byte 18)"),
+        ("a directory", "is a directory, not a settings file"),
+        ("unreadable", "cannot be read: Too many levels of symbolic links"),
+    ],
+)
+def test_a_file_that_cannot_be_read_is_named_not_a_traceback(tmp_path, case, says):
+    path = tmp_path / "agentcore.toml"
+    if case == "not UTF-8":
+        path.write_bytes(b'[traces]\njsonl = "\xff.jsonl"\n')
+    elif case == "a directory":
+        path.mkdir()
+    else:
+        path.symlink_to(path)  # a link to itself: unreadable whoever runs the test, root too
+    assert problems(path) == [f"{path}: {says}"]
+    with pytest.raises(SettingsError) as caught:  # the same through AGENTCORE_SETTINGS
+        Kernel.load(None, environ={"AGENTCORE_SETTINGS": str(path)}, discover_plugins=False)
+    assert caught.value.problems == [f"{path}: {says}"]
+
+
 # -- plugin sections -----------------------------------------------------------------------
 
 
@@ -352,3 +377,187 @@ def test_keys_holding_dots_keep_their_source(tmp_path):
     leaves = {dotted(p): loaded.source_of(p) for p, _ in flatten(loaded.settings.model_dump())}
     assert leaves['mcpl.servers."mem.v2".command'] == f"file {path}"
     assert leaves['mcpl.servers."mem.v2".grant'] == "default"
+
+
+def test_a_plugin_sections_environment_override_is_applied_without_a_warning(log_lines):
+    """Plugin sections are known only after discovery: reading `[plugins]` early must not
+    warn that a plugin section's variable is ignored, since it is then applied."""
+    acme = Acme()
+    kernel = load_with_acme(None, {"AGENTCORE_ACME__ENDPOINT": "http://acme"}, acme)
+    assert kernel.settings.section("acme").endpoint == "http://acme"
+    assert not [line for line in log_lines if "names no settings section" in line]
+    load_with_acme(None, {"AGENTCORE_ACME__ENDPOINT": "x", "AGENTCORE_ACMEE__ENDPOINT": "y"})
+    warned = [line for line in log_lines if "names no settings section" in line]
+    assert len(warned) == 1 and "AGENTCORE_ACMEE__ENDPOINT" in warned[0]
+
+
+# -- values that can never work are refused at load time -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("progress_timeout_s", -5), ("request_timeout_s", 0)],
+)
+def test_a_timeout_must_be_positive(tmp_path, key, value):
+    path = write(tmp_path, f"[inference]\n{key} = {value}\n")
+    (problem,) = problems(path)
+    assert problem.startswith(f"{path}: inference.{key}: Input should be greater than 0")
+
+
+@pytest.mark.parametrize(
+    ("server", "says"),
+    [
+        (
+            'url = "http://127.0.0.1:9000/mcpl"',
+            ".url: has the scheme 'http'; an MCPL server is reached over ws:// or wss://",
+        ),
+        ('url = "127.0.0.1:9000"', ".url: has no scheme; an MCPL server"),
+        (
+            'url = "ws://h/m"\ncommand = ["python3", "s.py"]',
+            ": sets both command (stdio) and url (WebSocket); choose one",
+        ),
+        ('grant = ["modelInfo"]', ": needs command (stdio) or url (WebSocket)"),
+        ("command = []", ".command: List should have at least 1 item"),
+    ],
+)
+def test_an_mcpl_server_that_cannot_be_reached_is_refused(tmp_path, server, says):
+    path = write(tmp_path, f"[mcpl.servers.mem]\n{server}\n")
+    (problem,) = problems(path)
+    assert problem.startswith(f"{path}: mcpl.servers.mem{says}"), problem
+
+
+def test_websocket_urls_are_accepted(tmp_path):
+    path = write(
+        tmp_path,
+        '[mcpl.servers.a]\nurl = "ws://127.0.0.1:9/m"\n[mcpl.servers.b]\nurl = "WSS://h/m"\n',
+    )
+    servers = load_settings(path, environ={}).settings.mcpl.servers
+    assert [s.url for s in servers.values()] == ["ws://127.0.0.1:9/m", "WSS://h/m"]
+    assert all(s.cwd is None for s in servers.values())  # cwd is a stdio server's only
+
+
+class RoutedSettings(BaseModel):
+    """A plugin section whose fields name providers, as the router's and retry's do."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: ModelReference | None = None
+    fallbacks: dict[str, ModelReference] = {}
+    per_provider: dict[ProviderName, int] = {}
+
+
+class Routed(Acme):
+    @hookimpl
+    def agentcore_settings(self):
+        return SettingsSection("mcpl.routed", RoutedSettings)
+
+
+def load_routed(path: Path | None, environ: dict[str, str] | None = None) -> Kernel:
+    return Kernel.load(
+        path, environ=environ or {}, plugins={"routed": Routed()}, discover_plugins=False
+    )
+
+
+def test_a_field_naming_a_provider_is_checked_against_the_configured_ones(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        [providers.local]
+        kind = "openai-compatible"
+
+        [mcpl.routed]
+        model = "locl:llama"
+        fallbacks = { "memory.*" = "echo:e", "other" = "gone:m", "bad" = "no-colon" }
+        per_provider = { local = 1, echo = 2, nope = 3 }
+        """,
+    )
+    with pytest.raises(SettingsError) as caught:
+        load_routed(path)
+    configured = "(configured: echo, local)"
+    assert sorted(caught.value.problems) == sorted(
+        [
+            f"{path}: mcpl.routed.model: names provider 'locl', which is not configured "
+            + configured,
+            f"{path}: mcpl.routed.fallbacks.other: names provider 'gone', which is not "
+            f"configured {configured}",
+            f"{path}: mcpl.routed.fallbacks.bad: 'no-colon' is not of the form NAME:MODEL",
+            f"{path}: mcpl.routed.per_provider.nope: names provider 'nope', which is not "
+            f"configured {configured}",
+        ]
+    )
+
+
+def test_a_provider_named_in_the_environment_counts_and_is_checked_there(tmp_path):
+    path = write(tmp_path, '[mcpl.routed]\nmodel = "local:llama"\n')
+    environ = {"AGENTCORE_PROVIDERS__LOCAL__KIND": "openai-compatible"}
+    assert load_routed(path, environ).settings.section("mcpl.routed").model == "local:llama"
+    with pytest.raises(SettingsError) as caught:
+        load_routed(None, {"AGENTCORE_MCPL__ROUTED__MODEL": "x:y"})
+    assert caught.value.problems == [
+        "environment AGENTCORE_MCPL__ROUTED__MODEL: mcpl.routed.model: names provider 'x', "
+        "which is not configured (configured: echo)"
+    ]
+
+
+def test_a_provider_reference_built_outside_a_load_checks_only_its_form():
+    assert RoutedSettings(model="any:thing", per_provider={"any": 1}).model == "any:thing"
+    with pytest.raises(ValidationError, match="is not of the form NAME:MODEL"):
+        RoutedSettings(model="thing")
+
+
+# -- relative paths belong to the settings file's folder ------------------------------------
+
+
+def test_relative_paths_in_the_file_are_relative_to_its_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "deploy"
+    folder.mkdir()
+    write(
+        folder,
+        """
+        [traces]
+        jsonl = "traces.jsonl"
+
+        [mcpl.servers.local]
+        command = ["python3", "server.py"]
+
+        [mcpl.servers.sub]
+        command = ["./run.sh"]
+        cwd = "servers"
+
+        [mcpl.servers.absolute]
+        command = ["python3", "-m", "srv"]
+        cwd = "/srv"
+        """,
+    )
+    monkeypatch.chdir(tmp_path)  # elsewhere: what matters is where the file is
+    relative = Path("deploy") / "agentcore.toml"
+    loaded = load_settings(relative, environ={})
+    settings = loaded.settings
+    assert settings.traces.jsonl == folder / "traces.jsonl"
+    servers = settings.mcpl.servers
+    assert servers["local"].cwd == folder  # a stdio server starts in the file's folder
+    assert servers["local"].command == ["python3", "server.py"]  # names on PATH stay names
+    assert servers["sub"].cwd == folder / "servers"
+    assert servers["sub"].command == ["./run.sh"]
+    assert servers["absolute"].cwd == Path("/srv")
+    assert loaded.source_of("traces.jsonl") == f"file {relative}"
+    # A path from the environment is the environment's: relative to the working directory.
+    env = load_settings(relative, environ={"AGENTCORE_TRACES__JSONL": "mine.jsonl"})
+    assert env.settings.traces.jsonl == Path("mine.jsonl")
+    # With no file, paths and servers are as given.
+    bare = load_settings(None, environ={"AGENTCORE_MCPL__SERVERS__S__COMMAND": '["srv"]'})
+    assert bare.settings.mcpl.servers["s"].cwd is None
+
+
+async def test_traces_go_next_to_the_settings_file_whatever_the_working_directory(
+    tmp_path, monkeypatch
+):
+    folder = tmp_path / "deploy"
+    folder.mkdir()
+    path = write(folder, '[traces]\njsonl = "traces.jsonl"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    async with Kernel.load(Path("..") / "deploy" / path.name, environ={}) as kernel:
+        await kernel.complete(Request("echo:e", [Message.user("hello")]))
+    assert "inference:complete" in (folder / "traces.jsonl").read_text()
+    assert list(elsewhere.iterdir()) == []

@@ -113,7 +113,7 @@ async def connect(scripted_server: Any) -> AsyncIterator[Connect]:
         conn = ServerConnection(
             "scripted",
             stdio_factory(
-                "scripted", command, env=env, max_frame_bytes=max_frame_bytes, kill_grace_s=5.0
+                "scripted", command, env=env, max_frame_bytes=max_frame_bytes, shutdown_grace_s=5.0
             ),
             grant=grant,
             disabled_feature_sets=disabled,
@@ -215,7 +215,7 @@ async def test_a_server_that_cannot_handshake_fails_start() -> None:
     tool = Path(__file__).parent / "servers" / "line_tool.py"
     conn = ServerConnection(
         "mute",
-        stdio_factory("mute", [sys.executable, str(tool), "tail"], kill_grace_s=0.5),
+        stdio_factory("mute", [sys.executable, str(tool), "tail"], shutdown_grace_s=0.5),
         grant=GRANT,
         handler=Host(),
         request_timeout_s=TIMEOUT,
@@ -457,3 +457,46 @@ async def test_reconnect_starts_a_new_session_with_a_new_handshake(connect: Conn
     assert seen["featureSetsUpdate"]["enabled"]
     assert (await call(conn, "inference/request", INFER))["result"] == RESULT
     assert not conn.closed.is_set()
+
+
+async def test_a_cancel_for_a_request_other_than_inference_changes_nothing(
+    connect: Connect,
+) -> None:
+    # notifications/cancelled stops only an inference/request (MCP lets a receiver
+    # ignore a cancellation): model/info in flight still gets its one answer.
+    release = asyncio.Event()
+
+    class Gate(Host):
+        async def __call__(self, request: McplRequest) -> Any:
+            self.seen.append(request)
+            self.entered.set()
+            await release.wait()
+            return {"id": "m"} if request.method == "model/info" else RESULT
+
+    host = Gate()
+    conn = await connect(host=host)
+    calling = asyncio.create_task(call(conn, "model/info", {"featureSet": "memory.model"}))
+    await asyncio.wait_for(host.entered.wait(), TIMEOUT)
+    rid = host.seen[0].id
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid}}
+    await conn.request("test/raw", {"frames": [cancel], "await_count": 0}, timeout=TIMEOUT)
+    await conn.request("test/observed", {}, timeout=TIMEOUT)  # the cancel has been read
+    assert host.seen[0].cancelled is None
+    release.set()
+    answer = await asyncio.wait_for(calling, TIMEOUT)
+    assert answer == {"jsonrpc": "2.0", "id": rid, "result": {"id": "m"}}
+
+
+async def test_an_inference_cancelled_right_behind_its_request_never_starts(
+    connect: Connect,
+) -> None:
+    # Both in one write: the cancel is read before the request's task has taken a step.
+    host = Host()
+    conn = await connect(host=host)
+    request = {"jsonrpc": "2.0", "id": 5000, "method": "inference/request", "params": INFER}
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5000}}
+    await conn.request("test/raw", {"frames": [request, cancel], "await_count": 0}, timeout=TIMEOUT)
+    answer = await call(conn, "inference/request", INFER)  # answered: the session goes on
+    assert answer["result"] == RESULT
+    assert [r.id for r in host.seen] == [answer["id"]]
+    assert "5000" not in (await observed(conn))["answers"]

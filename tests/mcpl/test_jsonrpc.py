@@ -316,6 +316,44 @@ async def test_close_without_an_answer_cancels_inflight_handlers() -> None:
     assert await asyncio.wait_for(raw.receive(), TIMEOUT) is None
 
 
+async def test_a_cancelled_request_is_never_answered_not_even_by_close() -> None:
+    peer_end, raw = memory_pair()
+    cancelled = asyncio.Event()
+    entered: list[RequestId] = []
+
+    async def swallows(request_id: RequestId, method: str, params: Params) -> Any:
+        if method == "echo":
+            return params
+        entered.append(request_id)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            # A handler that swallows its cancellation and answers anyway: unheard.
+            cancelled.set()
+            return "too late"
+        return None
+
+    peer = JsonRpcPeer(peer_end, swallows)
+    peer.start()
+    await raw.send('{"jsonrpc":"2.0","id":1,"method":"slow"}')
+    await raw.send('{"jsonrpc":"2.0","id":2,"method":"slow"}')
+    while len(entered) < 2:
+        await asyncio.sleep(0)
+    assert not peer.cancel(1, method="other")  # another method: nothing changes
+    assert not peer.cancel(3, method="slow")  # not in flight: nothing changes
+    assert peer.cancel(1, method="slow")
+    await asyncio.wait_for(cancelled.wait(), TIMEOUT)
+    assert peer.inflight == frozenset({2})
+    # The id is free again, and the next answer that comes is the new request's.
+    answer = await ask(raw, '{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}')
+    assert answer == {"jsonrpc": "2.0", "id": 1, "result": [1]}
+    await peer.close(McplError(INTERNAL_ERROR, "closing"))
+    rest: list[Any] = []
+    while (text := await asyncio.wait_for(raw.receive(), TIMEOUT)) is not None:
+        rest.append(json.loads(text))
+    assert [m["id"] for m in rest] == [2]  # close answered the other one only
+
+
 async def test_a_concurrent_duplicate_id_is_refused_without_a_second_answer_under_that_id(
     pair: tuple[JsonRpcPeer, MemoryTransport],
 ) -> None:

@@ -18,7 +18,8 @@ TIMEOUT = 10.0
 
 
 async def spawn(*args: str, **kwargs: object) -> StdioTransport:
-    kwargs.setdefault("kill_grace_s", 0.5)
+    kwargs.setdefault("shutdown_grace_s", 0.5)
+    kwargs.setdefault("term_grace_s", 0.5)
     return await StdioTransport.spawn([*TOOL, *args], name="probe", **kwargs)  # type: ignore[arg-type]
 
 
@@ -89,23 +90,36 @@ async def test_a_line_that_is_not_utf8_is_a_frame_error() -> None:
         await transport.close()
 
 
-async def test_close_sends_sigterm_then_sigkill_after_the_grace_period(
+async def test_close_lets_the_child_run_its_cleanup_on_stdin_eof(tmp_path: Path) -> None:
+    # MCP's stdio shutdown: stdin closed first, and time to exit before any signal.
+    marker = tmp_path / "marker"
+    transport = await spawn("cleanup", str(marker), shutdown_grace_s=TIMEOUT)
+    assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "ready"
+    await asyncio.wait_for(transport.close(), TIMEOUT)
+    assert marker.read_text() == "cleaned up"
+    assert transport.returncode == 0
+
+
+async def test_close_sends_sigterm_then_sigkill_after_the_grace_periods(
     log_messages: list[str],
 ) -> None:
-    transport = await spawn("stubborn", kill_grace_s=0.2)
-    # It prints "ready" only after it has started ignoring SIGTERM.
+    transport = await spawn("stubborn", shutdown_grace_s=0.2, term_grace_s=0.2)
+    # It prints "ready" only after it has started ignoring SIGTERM; it never reads stdin.
     assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "ready"
     await asyncio.wait_for(transport.close(), TIMEOUT)
     assert transport.returncode == -signal.SIGKILL
-    assert any("after SIGTERM; sending SIGKILL" in m for m in log_messages)
+    warnings = [m for m in log_messages if m.startswith("mcpl server probe: still running")]
+    assert warnings == [
+        "mcpl server probe: still running 0.2s after its stdin closed; sending SIGTERM",
+        "mcpl server probe: still running 0.2s after SIGTERM; sending SIGKILL",
+    ]
 
 
-async def test_close_stops_a_cooperative_child_without_sigkill() -> None:
-    transport = await spawn("env", kill_grace_s=TIMEOUT)
+async def test_close_stops_a_cooperative_child_without_a_signal() -> None:
+    transport = await spawn("env", shutdown_grace_s=TIMEOUT)
     await asyncio.wait_for(transport.receive(), TIMEOUT)
     await asyncio.wait_for(transport.close(), TIMEOUT)
-    # Ended by stdin EOF or by SIGTERM, never by SIGKILL.
-    assert transport.returncode in (0, -signal.SIGTERM)
+    assert transport.returncode == 0  # ended by stdin EOF: no SIGTERM, no SIGKILL
     with pytest.raises(ConnectionError):
         await transport.send("{}")
     await transport.close()  # idempotent
@@ -152,7 +166,7 @@ async def test_close_delivers_every_frame_sent_before_it(
     # 2000 frames of ~110 bytes pass the high-water mark many times over, so some
     # sends write at once and wait for drain(); the last ones are still queued.
     record = tmp_path / "record"
-    transport = await spawn("record", str(record), kill_grace_s=TIMEOUT)
+    transport = await spawn("record", str(record), shutdown_grace_s=TIMEOUT)
     assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "ready"
     sent = frames(count, pad)
     for text in sent:
@@ -165,7 +179,7 @@ async def test_close_delivers_every_frame_sent_before_it(
 
 
 async def test_a_child_that_stops_reading_holds_the_sender_back() -> None:
-    transport = await spawn("stubborn", kill_grace_s=0.2)
+    transport = await spawn("stubborn", shutdown_grace_s=0.2)
     try:
         assert await asyncio.wait_for(transport.receive(), TIMEOUT) == "ready"
         frame = frames(1, pad=1000)[0]

@@ -28,8 +28,9 @@ INFER = {"featureSet": "memory.consolidation", "messages": [{"role": "user", "co
 class Session:
     """The server's end of one socket; the test plays the MCPL server through it."""
 
-    def __init__(self, ws: web.WebSocketResponse) -> None:
+    def __init__(self, ws: web.WebSocketResponse, request: web.Request) -> None:
         self.ws = ws
+        self.request = request
         self.done = asyncio.Event()
 
     async def receive(self) -> aiohttp.WSMessage:
@@ -42,6 +43,11 @@ class Session:
 
     async def send(self, message: Any) -> None:
         await self.ws.send_str(json.dumps(message))
+
+    def send_raw_text_frame(self, payload: bytes) -> None:
+        """One unmasked, final text frame with these bytes, whatever they are (under 126)."""
+        assert len(payload) < 126 and self.request.transport is not None
+        self.request.transport.write(bytes([0x81, len(payload)]) + payload)
 
     async def handshake(self) -> dict[str, Any]:
         """Answer initialize and featureSets/update; returns the policy params."""
@@ -76,7 +82,7 @@ class WsServer:
     async def _handle(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=self.autoping)
         await ws.prepare(request)
-        session = Session(ws)
+        session = Session(ws, request)
         self.all.append(session)
         await self.sessions.put(session)
         await session.done.wait()
@@ -168,15 +174,65 @@ async def test_a_binary_frame_is_answered_and_the_socket_survives(server: WsServ
     await conn.close()
 
 
-async def test_an_oversized_frame_ends_the_session_with_1009(server: WsServer) -> None:
+async def closed_with(session: Session) -> int:
+    """The close code the host's client sent."""
+    while (message := await session.receive()).type is not aiohttp.WSMsgType.CLOSE:
+        pass
+    return int(message.data)
+
+
+TOO_BIG = "the host refused a frame over 1024 bytes (max_frame_bytes) and closed the connection"
+NOT_UTF8 = "the host refused a text frame that is not valid UTF-8 and closed the connection"
+
+
+async def test_an_oversized_frame_ends_the_session_with_1009_and_the_log_says_so(
+    server: WsServer, log_messages: list[str]
+) -> None:
     conn = connection(server.url, max_frame_bytes=1024)
     session = await start(conn, server)
     await session.send({"jsonrpc": "2.0", "method": "x", "params": {"pad": "x" * 4096}})
     # aiohttp refuses the frame from its header and closes: WebSocket cannot skip a frame.
-    while (message := await session.receive()).type is not aiohttp.WSMsgType.CLOSE:
-        pass
-    assert message.data == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
+    assert await closed_with(session) == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
     await asyncio.wait_for(conn.closed.wait(), TIMEOUT)
+    assert f"mcpl server ws: {TOO_BIG} with 1009 (message too big)" in log_messages
+    assert not any("the other side closed" in m for m in log_messages)
+
+
+async def test_a_text_frame_that_is_not_utf8_ends_the_session_with_1007_and_the_log_says_so(
+    server: WsServer, log_messages: list[str]
+) -> None:
+    conn = connection(server.url)
+    session = await start(conn, server)
+    session.send_raw_text_frame(b'{"jsonrpc":"2.0","method":"\xff"}')
+    assert await closed_with(session) == aiohttp.WSCloseCode.INVALID_TEXT
+    await asyncio.wait_for(conn.closed.wait(), TIMEOUT)
+    assert f"mcpl server ws: {NOT_UTF8} with 1007 (invalid frame payload data)" in log_messages
+    assert not any("the other side closed" in m for m in log_messages)
+
+
+@pytest.mark.parametrize("refused", ["too-big", "not-utf8"])
+async def test_with_reconnect_a_refused_frame_is_followed_by_a_new_session(
+    server: WsServer, log_messages: list[str], refused: str
+) -> None:
+    policy = ReconnectPolicy(initial_delay_s=0.01, max_attempts=5)
+    conn = connection(server.url, max_frame_bytes=1024, reconnect=policy)
+    first = await start(conn, server)
+    if refused == "too-big":
+        await first.send({"jsonrpc": "2.0", "method": "x", "params": {"pad": "x" * 4096}})
+    else:
+        first.send_raw_text_frame(b'{"jsonrpc":"2.0","method":"\xff"}')
+    await closed_with(first)
+    second = await server.next_session()
+    await second.handshake()
+    async with asyncio.timeout(TIMEOUT):
+        while not conn.ready:
+            await asyncio.sleep(0.01)
+    assert conn.sessions == 2
+    await second.send({"jsonrpc": "2.0", "id": 3, "method": "inference/request", "params": INFER})
+    assert (await second.receive_json())["result"]["finishReason"] == "end_turn"
+    why = TOO_BIG if refused == "too-big" else NOT_UTF8
+    assert any(m.startswith(f"mcpl server ws: session lost ({why}") for m in log_messages)
+    await conn.close()
 
 
 async def test_reconnect_runs_a_new_handshake(server: WsServer) -> None:

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from agentcore_mcpl_router import RoutingSettings, parse_messages, route, wildcard_matches
+from agentcore_mcpl_router import (
+    McplRouter,
+    RoutingSettings,
+    parse_messages,
+    route,
+    wildcard_matches,
+)
 
 from agentcore.inference import Response, StopInfo, TextBlock, ToolUseBlock, Usage
 from agentcore.inference.outcome import completion_problem
+from agentcore.kernel import Kernel
 from agentcore.mcpl.protocol import INVALID_PARAMS, McplError
+from agentcore.settings import SettingsError
 
 ROUTING = RoutingSettings(
     default="d:default",
@@ -35,6 +45,46 @@ def test_route_precedence(feature: str, conversation: str | None, expected: str)
 
 def test_no_rule_routes_without_default() -> None:
     assert route(RoutingSettings(), "x", None) is None
+
+
+def load_routing(tmp_path: Path, routing: str) -> Kernel:
+    path = tmp_path / "agentcore.toml"
+    path.write_text(f'[providers.local]\nkind = "openai-compatible"\n\n[mcpl.routing]\n{routing}\n')
+    return Kernel.load(
+        path, environ={}, discover_plugins=False, plugins={"mcpl-router": McplRouter}
+    )
+
+
+@pytest.mark.parametrize(
+    ("routing", "key"),
+    [
+        ('default = "locl:m"', "default"),
+        ('by_feature = { "memory.consolidation" = "locl:m" }', 'by_feature."memory.consolidation"'),
+        ('wildcards = { "memory.*" = "locl:m" }', 'wildcards."memory.*"'),
+        ('overrides = { conv_1 = "locl:m" }', "overrides.conv_1"),
+    ],
+)
+def test_a_routing_target_naming_no_configured_provider_is_refused_at_load(
+    tmp_path: Path, routing: str, key: str
+) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_routing(tmp_path, routing)
+    assert caught.value.problems == [
+        f"{tmp_path / 'agentcore.toml'}: mcpl.routing.{key}: names provider 'locl', "
+        "which is not configured (configured: echo, local)"
+    ]
+
+
+def test_routing_targets_are_model_references(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_routing(tmp_path, 'default = "local"')
+    assert caught.value.problems == [
+        f"{tmp_path / 'agentcore.toml'}: mcpl.routing.default: 'local' is not of the form "
+        "NAME:MODEL"
+    ]
+    kernel = load_routing(tmp_path, 'default = "local:m"\nwildcards = { "a.*" = "echo:e" }')
+    routing = kernel.settings.section("mcpl.routing")
+    assert (routing.default, routing.wildcards) == ("local:m", {"a.*": "echo:e"})
 
 
 def test_wildcard_segments() -> None:

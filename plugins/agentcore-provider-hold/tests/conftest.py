@@ -35,9 +35,12 @@ kind = "scripted"
 def load(
     tmp_path: Path, recorder: TraceRecorder, provider: ScriptedProvider
 ) -> Callable[..., Kernel]:
-    """A kernel with only the provider hold (and the recorder); `hold` is [provider_hold]."""
+    """A kernel with only the provider hold (and the recorder, the scripted kind, and any
+    `plugins`); `hold` is [provider_hold]."""
 
-    def _load(hold: str = "", extra: str = "", **environ: str) -> Kernel:
+    def _load(
+        hold: str = "", extra: str = "", plugins: dict[str, object] | None = None, **environ: str
+    ) -> Kernel:
         path = tmp_path / "agentcore.toml"
         path.write_text(f"{BASE}\n[provider_hold]\n{hold}\n{extra}")
         return Kernel.load(
@@ -48,6 +51,7 @@ def load(
                 "provider-hold": ProviderHold,
                 "recorder": recorder,
                 "scripted": scripted_kind(provider),
+                **(plugins or {}),
             },
         )
 

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from agentcore_provider_hold import HOLD_TOO_LONG
 
+from agentcore import hookimpl
 from agentcore.inference import SHUTTING_DOWN, Complete, Failed, InferenceError, Message, Request
+from agentcore.inference.calls import Attempt, Retry
 from agentcore.kernel import Kernel
 
 Load = Callable[..., Kernel]
@@ -248,6 +250,44 @@ async def test_a_call_from_before_the_hold_does_not_release_it(
         assert isinstance(first, InferenceError) and not isinstance(second, BaseException)
         assert recorder.of("provider:release") == []
         assert (await fail(kernel, req(tag=3))).code == HOLD_TOO_LONG  # still held
+
+
+class StuckSink:
+    """An async trace sink that takes one event and never returns."""
+
+    @hookimpl
+    async def on_trace(self) -> None:
+        await asyncio.Event().wait()
+
+
+class RetryAtOnce:
+    """A stand-in decider (the retry plugin is not loaded here): retry the first failure now."""
+
+    @hookimpl
+    def on_inference_error(self, attempt: Attempt) -> Retry | None:
+        return Retry(0.0) if attempt.number == 1 else None
+
+
+async def test_a_retry_at_once_waits_for_the_hold_while_a_sink_is_stuck(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    # The hold is set in an async on_attempt_end, which the kernel awaits: the retry's
+    # admission sees it. The stuck sink, an observer, holds nothing up.
+    provider.script = [limited(retry_after_s=0.05)]
+    plugins = {"stuck": StuckSink(), "retry": RetryAtOnce()}
+    async with load(plugins=plugins) as kernel:
+        response = await kernel.complete(req())
+    assert response.text == "hello"
+    [hold] = recorder.of("provider:hold")
+    waits = [(event, w.reason, w.attempt.number) for event, w in recorder.waits]
+    assert waits == [
+        ("start", "backoff", 1),
+        ("end", "backoff", 1),
+        ("start", "hold", 2),
+        ("end", "hold", 2),
+    ]
+    _, second = provider.starts()
+    assert second.at * 1000 >= hold["untilMs"] - 1
 
 
 @pytest.mark.parametrize("how", ["stop", "stopping"])

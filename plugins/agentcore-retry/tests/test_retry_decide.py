@@ -141,6 +141,20 @@ def test_the_overloaded_defaults_wait_longer_and_try_more() -> None:
     assert overloaded.max_delay_s > general.max_delay_s
 
 
+def test_a_partial_overloaded_table_keeps_the_overload_defaults() -> None:
+    settings = RetrySettings.model_validate({"overloaded": {"initial_delay_s": 0.5}})
+    overloaded = settings.schedule_for("p", overloaded=True)
+    assert overloaded.model_dump() == {
+        "max_attempts": 6,
+        "initial_delay_s": 0.5,
+        "max_delay_s": 60.0,
+        "jitter_s": 2.0,
+    }
+    # So a 529 is retried past the general schedule's 4 attempts.
+    assert isinstance(decide(err("overloaded", status=529), 5, [], "p", settings, LIMIT), Retry)
+    assert decide(err("overloaded", status=529), 6, [], "p", settings, LIMIT) == GiveUp()
+
+
 def test_per_provider_overrides() -> None:
     settings = fast(
         max_attempts=3,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from agentcore_retry import RetryPolicy, RetrySettings
+from loguru import logger
 
 from agentcore.inference import (
     NO_TERMINAL,
@@ -241,6 +242,29 @@ def test_an_unknown_key_is_reported_with_its_path(load: Load) -> None:
     with pytest.raises(SettingsError) as caught:
         load("\n[retry.providers.x]\nmax_atempts = 2\n")
     assert any("retry.providers.x.max_atempts: unknown key" in p for p in caught.value.problems)
+
+
+def test_an_override_for_no_configured_provider_is_refused(load: Load, provider: Any) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load("\n[retry.providers.fakee]\nmax_attempts = 2\n")
+    (problem,) = caught.value.problems
+    assert problem.endswith(
+        "agentcore.toml: retry.providers.fakee: names provider 'fakee', which is not "
+        "configured (configured: echo, fake)"
+    )
+
+
+def test_an_environment_override_is_applied_and_not_called_ignored(
+    load: Load, provider: Any
+) -> None:
+    lines: list[str] = []
+    handler = logger.add(lambda message: lines.append(str(message)), level="DEBUG")
+    try:
+        kernel = load(AGENTCORE_RETRY__MAX_ATTEMPTS="1")
+    finally:
+        logger.remove(handler)
+    assert kernel.settings.section("retry").max_attempts == 1
+    assert [line for line in lines if "ignored" in line] == []
 
 
 async def test_disabled_retry_means_one_attempt(load: Load, provider: Any) -> None:

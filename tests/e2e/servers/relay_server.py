@@ -11,10 +11,10 @@ grandchild (under ``agentcore serve``), and tell sessions apart by ``$MCPL_E2E_T
 
 It exits when the test closes the socket, which the test does once the host
 has closed the relay's stdin (the relay half-closes the socket then, after
-passing on every line read before that). SIGTERM is ignored: the host
-closes stdin first and sends SIGTERM at once, and dying on the signal could
-lose the last lines it wrote (the shutdown answers); the host SIGKILLs a child
-that outlives its grace period.
+passing on every line read before that). SIGTERM is ignored: the host sends
+it only to a child still running `shutdown_grace_s` after its stdin closed,
+and dying on the signal could lose the last lines it wrote (the shutdown
+answers); the host SIGKILLs a child that outlives SIGTERM too.
 """
 
 from __future__ import annotations

@@ -7,7 +7,11 @@ argv[1] picks what it does:
 - ``big SIZE``: print a line of SIZE bytes, then ``{"after":"big"}``, then echo
 - ``tail``: print ``{"no":"newline"}`` with no newline and exit
 - ``latin1``: print a line that is not UTF-8, then ``{"ok":1}``, then exit
-- ``stubborn``: ignore SIGTERM, print ``ready``, then sleep until killed
+- ``stubborn``: ignore SIGTERM, print ``ready``, then sleep until killed (stdin EOF
+  included)
+- ``cleanup PATH``: print ``ready``, read stdin to EOF, then take a moment for its
+  cleanup, write ``cleaned up`` to PATH and exit 0; SIGTERM kills it at once (the
+  default action), as it does a server built on the MCP SDK before its lifespan cleanup
 - ``record PATH``: ignore SIGTERM, print ``ready``; then for each read of stdin, append
   the bytes to PATH and print ``{"read":N}``, N the bytes that read returned; exit at EOF
 """
@@ -64,6 +68,14 @@ def main() -> None:
         out.flush()
         while True:
             time.sleep(60)
+    elif mode == "cleanup":
+        out.write(b"ready\n")
+        out.flush()
+        while os.read(0, 65536):
+            pass
+        time.sleep(0.3)
+        with open(sys.argv[2], "w") as marker:
+            marker.write("cleaned up")
     elif mode == "record":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # it stops at EOF, after recording
         out.write(b"ready\n")

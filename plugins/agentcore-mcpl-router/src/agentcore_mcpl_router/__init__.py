@@ -11,6 +11,9 @@ ending, streamed or not, each with an ``mcpl:inference_fail`` trace. A streamed
 request gets `inference/chunk` notifications of visible text only, ``index``
 from 0, all before the answer; an error after chunks carries no partial text.
 The kernel retries only before the first visible token, so never after a chunk.
+A request the server cancels (``notifications/cancelled``, MCP's base protocol) is
+not answered: its task is cancelled, which closes the provider call, and the
+``mcpl:inference_fail`` trace says the server cancelled it.
 """
 
 from __future__ import annotations
@@ -50,18 +53,19 @@ from agentcore.mcpl.protocol import (
     McplRequest,
 )
 from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import Section
+from agentcore.settings import ModelReference, Section
 
 DEFAULT_MAX_TOKENS = 1024
 
 
 class RoutingSettings(Section):
-    """``[mcpl.routing]``: which model answers which request."""
+    """``[mcpl.routing]``: which model answers which request. Every target is a
+    ``NAME:MODEL`` whose provider the loader checks is configured."""
 
-    default: str | None = None
-    by_feature: dict[str, str] = Field(default_factory=dict)
-    wildcards: dict[str, str] = Field(default_factory=dict)
-    overrides: dict[str, str] = Field(default_factory=dict)
+    default: ModelReference | None = None
+    by_feature: dict[str, ModelReference] = Field(default_factory=dict)
+    wildcards: dict[str, ModelReference] = Field(default_factory=dict)
+    overrides: dict[str, ModelReference] = Field(default_factory=dict)
     """Keyed by conversationId."""
     default_max_tokens: int = DEFAULT_MAX_TOKENS
     """Used when a request's preferences name no maxTokens."""
@@ -221,8 +225,9 @@ class McplRouter:
                 "mcplRequestId": request.id,
             },
         )
-        await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
         try:
+            # Inside the try: a cancellation that comes while this trace goes out is traced.
+            await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
             if stream:
                 response = await self._streamed(request, inference)
             else:
@@ -240,9 +245,9 @@ class McplRouter:
             await self._emit("mcpl:inference_fail", model=model, error=message, **trace)
             raise McplError(INTERNAL_ERROR, message) from None
         except asyncio.CancelledError:
-            stopping = self._context is not None and self._context.stopping.is_set()
-            why = "The host is shutting down" if stopping else "The inference was cancelled"
-            await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
+            # Not answered: the connection answers a shutdown, and a request the server
+            # cancelled gets no answer at all (MCP's base protocol).
+            await self._emit("mcpl:inference_fail", model=model, error=self._why(request), **trace)
             raise
         except Exception as exc:
             # Not an ending of the inference (say, the connection closed under a chunk),
@@ -260,6 +265,15 @@ class McplRouter:
             **trace,
         )
         return result
+
+    def _why(self, cancelled: McplRequest) -> str:
+        """Why a request's inference was cancelled, for its trace."""
+        if cancelled.cancelled is not None:
+            reason = f": {cancelled.cancelled}" if cancelled.cancelled else ""
+            return f"The server cancelled the request (notifications/cancelled){reason}"
+        if self._context is not None and self._context.stopping.is_set():
+            return "The host is shutting down"
+        return "The inference was cancelled"
 
     async def _streamed(self, request: McplRequest, inference: Request) -> Response:
         """Forward visible text as chunks, in order, then hand back the response (or raise)."""

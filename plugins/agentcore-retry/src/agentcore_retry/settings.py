@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from agentcore.settings import Section
+from agentcore.settings import ProviderName, Section
 
 
 class Schedule(Section):
@@ -21,9 +21,14 @@ class Schedule(Section):
     """Up to this much, drawn at random, is added so that clients do not retry in step."""
 
 
-def _overloaded_default() -> Schedule:
-    # An overloaded provider recovers in tens of seconds, not one: wait longer, try more.
-    return Schedule(max_attempts=6, initial_delay_s=5.0, max_delay_s=60.0, jitter_s=2.0)
+class OverloadedSchedule(Schedule):
+    """``[retry.overloaded]``: an overloaded provider recovers in tens of seconds, not one,
+    so wait longer and try more. Keys a partial table leaves out keep these defaults."""
+
+    max_attempts: int = Field(default=6, ge=1)
+    initial_delay_s: float = Field(default=5.0, ge=0)
+    max_delay_s: float = Field(default=60.0, ge=0)
+    jitter_s: float = Field(default=2.0, ge=0)
 
 
 class ScheduleOverride(Section):
@@ -47,10 +52,11 @@ class ProviderOverride(ScheduleOverride):
 class RetrySettings(Schedule):
     """``[retry]``: the general schedule, plus the overloaded one and per-provider overrides."""
 
-    overloaded: Schedule = Field(default_factory=_overloaded_default)
-    """Used when the error's kind is ``overloaded`` (HTTP 529, ``overloaded_error``)."""
-    providers: dict[str, ProviderOverride] = Field(default_factory=dict)
-    """Keyed by the ``[providers.NAME]`` name."""
+    overloaded: OverloadedSchedule = Field(default_factory=OverloadedSchedule)
+    """Used when the error's kind is ``overloaded`` (HTTP 529, ``overloaded_error``); its
+    ``max_attempts``, not the general one, caps those retries."""
+    providers: dict[ProviderName, ProviderOverride] = Field(default_factory=dict)
+    """Keyed by the ``[providers.NAME]`` name; a name no provider has is an error."""
     max_stated_wait_s: None = Field(default=None, exclude=True)
     """Moved to ``[inference] max_stated_wait_s`` (one limit for every policy that waits);
     setting it here is an error that says so."""

@@ -3,9 +3,10 @@
 Every wait the kernel or a plugin announces (a ``hold`` at admission, a retry
 ``backoff``) becomes ``inference:waiting`` traces: one when it starts, one every
 ``[waiting_trace] interval_s`` while it lasts, and one when it ends (``ended``
-true). It observes waits and owns none: one ticker task per wait, stopped and
-awaited at `on_wait_end` (so no tick follows the end, and a tick already being
-emitted is never cut off inside another plugin's `on_trace`).
+true). It observes waits and owns none: its wait hooks are plain functions that
+emit at once (a trace never waits for its observers), so a wait's traces keep
+their place among the inference's own; one ticker task per wait, ended at
+`on_wait_end` (no tick follows the end) and awaited at `agentcore_stop`.
 
 Fields: ``reason`` (``hold`` or ``backoff``), ``provider``, ``model`` (the model
 as sent to the provider, without ``NAME:``), ``attempt``, ``inferenceId``,
@@ -74,34 +75,36 @@ class WaitingTrace:
 
     @hookimpl
     async def agentcore_stop(self) -> None:
-        tickers, self._tickers = self._tickers, {}
-        for ticker in tickers.values():
+        for ticker in list(self._tickers.values()):
             await ticker.stop()
 
     @hookimpl
-    async def on_wait_start(self, wait: Wait) -> None:
-        await self._emit(wait)
-        self._tickers[wait.id] = _Ticker(self._tick, wait)
+    def on_wait_start(self, wait: Wait) -> None:
+        self._emit(wait)
+        ticker = self._tickers[wait.id] = _Ticker(self._tick, wait)
+        ticker.task.add_done_callback(lambda _: self._tickers.pop(wait.id, None))
 
     @hookimpl
-    async def on_wait_end(self, wait: Wait) -> None:
-        ticker = self._tickers.pop(wait.id, None)
+    def on_wait_end(self, wait: Wait) -> None:
+        ticker = self._tickers.get(wait.id)
         if ticker is not None:
-            await ticker.stop()
-        await self._emit(wait, ended=True)
+            ticker.end()
+        self._emit(wait, ended=True)
 
     async def _tick(self, wait: Wait, ended: asyncio.Event) -> None:
         while True:
             try:
                 await asyncio.wait_for(ended.wait(), self.settings.interval_s)
             except TimeoutError:
-                await self._emit(wait)
+                if ended.is_set():  # ended while the timeout was being delivered
+                    return
+                self._emit(wait)
             else:
                 return
 
-    async def _emit(self, wait: Wait, *, ended: bool = False) -> None:
+    def _emit(self, wait: Wait, *, ended: bool = False) -> None:
         if self._context is not None:
-            await self._context.emit(TRACE, **waiting_fields(wait, ended=ended))
+            self._context.emit_now(TRACE, **waiting_fields(wait, ended=ended))
 
 
 class _Ticker:
@@ -111,14 +114,18 @@ class _Ticker:
         self, tick: Callable[[Wait, asyncio.Event], Coroutine[Any, Any, None]], wait: Wait
     ) -> None:
         self._ended = asyncio.Event()
-        self._task: asyncio.Task[None] = asyncio.create_task(
+        self.task: asyncio.Task[None] = asyncio.create_task(
             tick(wait, self._ended), name=f"{TRACE} {wait.id}"
         )
 
-    async def stop(self) -> None:
+    def end(self) -> None:
+        """No tick follows this; the task returns at its next step."""
         self._ended.set()
+
+    async def stop(self) -> None:
+        self.end()
         try:
-            await self._task
+            await self.task
         except Exception:  # emit() contains sink failures; this is only belt and braces
             logger.exception("the {} ticker failed", TRACE)
 

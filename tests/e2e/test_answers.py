@@ -378,9 +378,11 @@ def cases() -> list[Case]:
         error=TOOL,
     )
     # A tool_use stop with no tool block (no call came with it): still a stop to call one.
+    # Only the wires with a stop token of their own for a tool call can say this: the
+    # Responses API and Gemini signal a call by its output item or part alone.
     add(
         "tool_use_without_a_call",
-        WIRES,
+        ("a", "o"),
         both,
         scenarios=lambda w, s: (
             Scenario.text("Let me check.", raw_stop="tool_use" if w == "a" else "tool_calls"),

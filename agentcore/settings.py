@@ -138,6 +138,20 @@ class PluginsSettings(Section):
     """When true, a plugin that fails to import or start stops the host."""
 
 
+class ParticipantNames(Section):
+    """``[providers.NAME.participants]``: who is who in an XML-mode transcript."""
+
+    user: str = "User"
+    assistant: str = "Assistant"
+
+    @field_validator("user", "assistant")
+    @classmethod
+    def _a_plain_name(cls, name: str) -> str:
+        if not name.strip() or any(c in name for c in ":\r\n"):
+            raise ValueError(f"{name!r} is not a participant name: one line, no colon")
+        return name
+
+
 class ProviderSettings(Section):
     kind: ProviderKind
     """A provider kind some plugin contributes (`agentcore plugins` lists them)."""
@@ -154,6 +168,21 @@ class ProviderSettings(Section):
     max_keepalive_connections: int = Field(default=20, ge=0)
     delay_s: float = 0.0
     """echo only: the pause before each word."""
+    tool_mode: Literal["native", "xml"] = "native"
+    """anthropic only. ``xml``: the conversation goes as a prefill transcript, tools are
+    described in the system prompt and the model writes calls as XML markup."""
+    participants: ParticipantNames = Field(default_factory=lambda: ParticipantNames())
+    """``tool_mode = "xml"``: the names the transcript gives the two sides."""
+
+    @field_validator("tool_mode")
+    @classmethod
+    def _xml_needs_anthropic(cls, mode: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        if mode == "xml" and kind is not None and kind != "anthropic":
+            raise ValueError(
+                f'tool_mode = "xml" is for kind = "anthropic" only; this provider is {kind!r}'
+            )
+        return mode
 
     _environ: Mapping[str, str] | None = PrivateAttr(default=None)
     """The environment these settings were loaded from, where the key is read too."""
@@ -371,6 +400,8 @@ class LoadedSettings:
     path: Path | None
     file_values: dict[str, Any]
     env_values: dict[str, Any]
+    kinds: frozenset[str] | None = None
+    """The provider kinds `kind` was checked against (None: not checked)."""
 
     def source_of(self, key: str | tuple[str, ...]) -> str:
         """Where a key's effective value came from: environment, file, or default.
@@ -403,16 +434,18 @@ def load_settings(
     sections: Mapping[str, type[BaseModel] | None] | None = None,
     environ: Mapping[str, str] | None = None,
     kinds: Collection[str] | None = None,
+    root: type[Settings] | None = None,
 ) -> LoadedSettings:
     """Read and validate the deployment's settings.
 
     `sections` maps each plugin's section path to its model (None: a known
     section that nobody will read, such as a disabled plugin's). `kinds` are the
     provider kinds the kernel's plugins contribute: ``[providers.NAME] kind`` must
-    name one (None: not checked here).
+    name one (None: not checked here). `root` is a model already built from them
+    (`reload_settings` passes the one the host loaded with).
     """
     environ = os.environ if environ is None else environ
-    root = _graft(Settings, sections or {})
+    root = _graft(Settings, sections or {}) if root is None else root
     file_values = read_toml(path) if path is not None else {}
     env_values = _env_values(root, environ)
     # Before anything is reported or run: every credential the file or the environment
@@ -434,7 +467,17 @@ def load_settings(
         raise SettingsError(list(problems)) from None
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
-    return LoadedSettings(settings, path, file_values, env_values)
+    return LoadedSettings(settings, path, file_values, env_values, known_kinds)
+
+
+def reload_settings(
+    loaded: LoadedSettings, environ: Mapping[str, str] | None = None
+) -> LoadedSettings:
+    """Read `loaded`'s file again and validate it as it was validated at load, with the
+    same plugins' sections (`agentcore serve` on SIGHUP). Raises `SettingsError`."""
+    return load_settings(
+        loaded.path, environ=environ, kinds=loaded.kinds, root=type(loaded.settings)
+    )
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

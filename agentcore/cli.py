@@ -1,4 +1,4 @@
-"""The `agentcore` command: serve, infer, plugins, settings, demo (DESIGN.md, "CLI").
+"""The `agentcore` command: serve, infer, plugins, settings, demo (docs/cli.md).
 
 Exit codes: 0 success; 1 the inference (or the host) failed; 2 the settings
 or plugins are unusable, or the command line is wrong; 130 interrupted.
@@ -72,13 +72,18 @@ def main() -> None:
 @main.command()
 @settings_option
 def plugins(settings_path: Path | None) -> None:
-    """Every plugin found, with its distribution, version and state."""
+    """Every plugin found, with its distribution, version, state and the provider kinds
+    it contributes."""
     kernel = load_kernel(settings_path, strict=False)
-    rows = [("NAME", "DISTRIBUTION", "VERSION", "STATE")]
-    rows += [(r.name, r.distribution, r.version, r.describe_state()) for r in kernel.records]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    rows = [("NAME", "DISTRIBUTION", "VERSION", "STATE", "KINDS")]
+    rows += [
+        (r.name, r.distribution, r.version, r.describe_state(), ",".join(r.kinds))
+        for r in kernel.records
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        say("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[3])
+        cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
+        say(("  ".join(cells) + "  " + row[4]).rstrip())
 
 
 @main.command("settings")

@@ -33,8 +33,8 @@ from loguru import logger
 
 from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
-from agentcore.mcpl.connection import SHUTDOWN_MESSAGE, McplStartError, ServerConnection
-from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest
+from agentcore.mcpl.connection import McplStartError, ServerConnection
+from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.transports import (
     ReconnectPolicy,

@@ -162,6 +162,8 @@ class ProviderSettings(Section):
     """The environment variable that holds the key; the key itself never goes in a file."""
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 300.0
+    """The longest wait for the provider's next bytes; time the consumer holds a stream
+    does not count."""
     headers: dict[str, str] = Field(default_factory=dict)
     max_connections: int | None = Field(default=None, ge=1)
     """Concurrent HTTP connections to this provider; None: no cap."""

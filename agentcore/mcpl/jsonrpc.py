@@ -62,7 +62,12 @@ CLOSE_DRAIN_TIMEOUT_S = 2.0
 
 
 class Transport(Protocol):
-    """One JSON-RPC message per `send`/`receive`; framing is the transport's."""
+    """One JSON-RPC message per `send`/`receive`; framing is the transport's.
+
+    A transport may also offer ``send_nowait(text) -> bool``: queue the message now
+    if that needs no waiting (True), else queue nothing (False). The peer then sends
+    without a coroutine and a lock round per message while no other send is waiting.
+    """
 
     async def send(self, text: str) -> None:
         """Send one message. Raises `ConnectionError` (or OSError) once closed."""
@@ -194,6 +199,7 @@ class JsonRpcPeer:
         self._inflight: dict[RequestId, _Inbound] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._send_lock = asyncio.Lock()
+        self._send_nowait: Callable[[str], bool] | None = getattr(transport, "send_nowait", None)
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
         self._closed = asyncio.Event()
@@ -359,12 +365,17 @@ class JsonRpcPeer:
     async def _send(self, text: str) -> None:
         # Every frame passes the redaction boundary: an error or a chunk may quote a key.
         text = redact(text)
-        # One lock for every frame: a transport sees whole frames, one at a time.
-        async with self._send_lock:
-            try:
+        # One lock for every frame: a transport sees whole frames, one at a time. A
+        # frame the transport takes at once, while no send holds the lock, needs none:
+        # nothing runs between the check and the queueing.
+        try:
+            send_nowait = self._send_nowait
+            if send_nowait is not None and not self._send_lock.locked() and send_nowait(text):
+                return
+            async with self._send_lock:
                 await self._transport.send(text)
-            except (ConnectionError, OSError, RuntimeError) as exc:
-                raise ConnectionClosed(f"{self.name}: send failed: {exc}") from exc
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            raise ConnectionClosed(f"{self.name}: send failed: {exc}") from exc
 
     async def _send_quietly(self, text: str) -> None:
         try:

@@ -180,21 +180,38 @@ class StdioTransport:
         wait for `drain()`: a slow reader still holds senders back, memory
         stays bounded, and a child that went away still fails the send.
         """
+        frame = self._frame(text)
+        if self._queue(frame):
+            return
+        self._pending.append(frame)
+        self._pending_bytes += len(frame)
+        self._flush()
+        await self._stdin.drain()
+
+    def send_nowait(self, text: str) -> bool:
+        """`send` when it need not wait: True once queued; False (nothing queued) when the
+        buffers are past the high-water mark, and then `send` must be awaited."""
+        return self._queue(self._frame(text))
+
+    def _frame(self, text: str) -> bytes:
         if self._closed:
             raise ConnectionResetError(f"mcpl server {self.name}: transport closed")
         if "\n" in text:
             raise ValueError("a stdio frame cannot contain a newline")
-        frame = text.encode("utf-8") + b"\n"
+        return text.encode("utf-8") + b"\n"
+
+    def _queue(self, frame: bytes) -> bool:
+        """Queue `frame` for this iteration's write, unless that would pass high water."""
+        transport = self._stdin.transport
+        queued = self._pending_bytes + len(frame) + transport.get_write_buffer_size()
+        if queued > transport.get_write_buffer_limits()[1] or transport.is_closing():
+            return False
         self._pending.append(frame)
         self._pending_bytes += len(frame)
-        transport = self._stdin.transport
-        queued = self._pending_bytes + transport.get_write_buffer_size()
-        if queued > transport.get_write_buffer_limits()[1] or transport.is_closing():
-            self._flush()
-            await self._stdin.drain()
-        elif not self._flush_scheduled:
+        if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
+        return True
 
     def _flush(self) -> None:
         """Write every queued frame, in order, as one buffer."""

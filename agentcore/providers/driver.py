@@ -14,8 +14,9 @@ HTTP is aiohttp's client: one `ClientSession` per provider, made on first use (i
 must be made inside the event loop), with ``[providers.NAME] max_connections`` as
 the connector's limit (``max_keepalive_connections = 0``: no keep-alive), TLS
 verified against the system's CAs (``SSL_CERT_FILE`` honoured), and the connect and
-read timeouts from settings. The whole-request and progress timeouts are the
-kernel's, around any provider. The environment's proxy (``HTTP_PROXY``,
+read timeouts from settings (a streamed body's read timeout is the driver's own,
+`_Silence`). The whole-request and progress timeouts are the kernel's, around any
+provider. The environment's proxy (``HTTP_PROXY``,
 ``HTTPS_PROXY``, ``NO_PROXY``, credentials from ``.netrc``) is looked up once, for the
 base URL, with aiohttp's own rules: its ``trust_env`` would look it up on every call,
 in two trips to a worker thread, half a millisecond of CPU per call.
@@ -23,9 +24,12 @@ in two trips to a worker thread, half a millisecond of CPU per call.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import math
 from collections.abc import AsyncIterator
+from time import monotonic
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
@@ -161,10 +165,13 @@ class HTTPProvider:
                 return
             decoder = SSEDecoder()
             decode, feed, read = decoder.feed_tuples, translator.feed, response.content.readany
+            silence = _Silence(response, self._config.read_timeout_s)
             cut: InferenceError | None = None
             try:
                 while not translator.done:
+                    silence.since = monotonic()
                     chunk = await read()
+                    silence.since = math.inf
                     if not chunk:
                         for event in feed(decoder.close_tuples()):
                             yield event
@@ -175,16 +182,62 @@ class HTTPProvider:
                     if translator.cut_short:  # the provider writes on: stop it now
                         response.close()
                     elif not translator.failed:  # drained, the connection goes back to the pool
+                        silence.since = monotonic()
                         while await read():
-                            pass
+                            silence.since = monotonic()
             except _TRANSPORT_ERRORS as exc:
                 cut = transport_error(exc, provider=self.name, model=model)
+            finally:
+                silence.cancel()
             for event in translator.end(cut):
                 yield event
         finally:
             # Done and drained, the connection is back in the pool already; otherwise
             # (failed, cut, or the consumer left early) this closes it.
             response.close()
+
+
+class _Silence:
+    """``read_timeout_s`` on a streamed body: the time the driver has waited for bytes.
+
+    aiohttp's own read timeout cancels and makes a timer on every read from the socket;
+    at a thousand streams that was a tenth of the host's CPU, and the cancelled timers
+    stayed in the loop's heap for the collector to walk. This is one timer per call,
+    re-armed only when it fires: the driver pays a clock read per read. `since` is when
+    the current wait began (``inf``: not waiting, the consumer has the stream); when
+    the wait reaches the timeout, the body fails with a timeout, as aiohttp's would.
+    """
+
+    __slots__ = ("_content", "_handle", "_loop", "_timeout", "since")
+
+    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
+        self._content = response.content
+        self._timeout = timeout
+        self._loop = asyncio.get_running_loop()
+        self.since = math.inf
+        # The head was read under aiohttp's timeout; the body is this one's. With no
+        # timeout set, `start_timeout` drops the timer aiohttp has pending.
+        connection = response.connection
+        if connection is not None and connection.protocol is not None:
+            connection.protocol.read_timeout = None
+            connection.protocol.start_timeout()
+        # 0 is no read timeout, as for aiohttp's.
+        self._handle = self._loop.call_later(timeout, self._check) if timeout else None
+
+    def _check(self) -> None:
+        waited = monotonic() - self.since
+        if waited < self._timeout:
+            self._handle = self._loop.call_later(self._timeout - max(waited, 0.0), self._check)
+            return
+        self._content.set_exception(
+            aiohttp.SocketTimeoutError(
+                f"no bytes from the provider for {self._timeout:g} s: read_timeout_s"
+            )
+        )
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
 
 
 async def _replay_body(

@@ -588,3 +588,41 @@ def test_hostile_frames_never_kill_the_peer_and_valid_requests_get_one_answer(
     frames: list[tuple[str, Any]],
 ) -> None:
     asyncio.run(_hostile_scenario(frames))
+
+
+class GatedTransport(MemoryTransport):
+    """A transport with `send_nowait` whose buffer is full until `drained` is set: then
+    `send_nowait` refuses and `send` waits, as a stdio child that stopped reading."""
+
+    def __init__(self) -> None:
+        super().__init__(asyncio.Queue(), asyncio.Queue())
+        self.full = False
+        self.drained = asyncio.Event()
+        self.wire: list[str] = []
+
+    def send_nowait(self, text: str) -> bool:
+        if self.full:
+            return False
+        self.wire.append(json.loads(text)["method"])
+        return True
+
+    async def send(self, text: str) -> None:
+        self.wire.append(json.loads(text)["method"])
+        await self.drained.wait()
+        self.full = False
+
+
+async def test_a_frame_sent_while_another_waits_on_the_transport_goes_after_it() -> None:
+    transport = GatedTransport()
+    peer = JsonRpcPeer(transport, handler, name="gated")
+    await peer.notify("first")  # queued at once, no waiting
+    transport.full = True
+    waiting = asyncio.ensure_future(peer.notify("second"))  # waits for the drain
+    await asyncio.sleep(0.01)
+    transport.full = False  # room again, but "second" still holds the send
+    third = asyncio.ensure_future(peer.notify("third"))
+    await asyncio.sleep(0.01)
+    assert transport.wire == ["first", "second"]  # "third" queues behind, not past it
+    transport.drained.set()
+    await asyncio.wait_for(asyncio.gather(waiting, third), TIMEOUT)
+    assert transport.wire == ["first", "second", "third"]

@@ -215,8 +215,92 @@ async def test_silence_past_the_read_timeout_is_a_timeout() -> None:
         stalled.set()
     end = terminal(events)
     assert isinstance(end, Failed) and end.error.kind == "timeout"
-    assert "Timed out waiting for data" in end.error.message
+    assert end.error.message == (
+        "Timed out waiting for data (no bytes from the provider for 0.2 s: read_timeout_s)"
+    )
     assert visible(events) == "Hi "
+
+
+async def test_a_provider_silent_before_its_head_times_out_on_the_read_timeout() -> None:
+    stalled = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        await stalled.wait()
+
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
+        end = terminal(await collect(local))
+        with pytest.raises(InferenceError) as info:
+            await local.complete(request(), "m")
+        stalled.set()
+    assert isinstance(end, Failed) and end.error.kind == "timeout"
+    assert "Timed out waiting for data" in end.error.message
+    assert info.value.kind == "timeout"
+
+
+async def test_a_stream_whose_consumer_holds_it_past_the_read_timeout_goes_on() -> None:
+    """Time the consumer keeps an event is not the provider's silence: a provider held back
+    by a slow consumer (TCP back-pressure, here the server waiting for it) is not cut."""
+    consumer_ready = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(chunked(sse(chunk("Hello ")), end=False))
+        await writer.drain()
+        await consumer_ready.wait()
+        rest = sse(chunk("there"), chunk(None, "stop"), (None, "[DONE]"))
+        writer.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(rest), rest))
+        await writer.drain()
+
+    events: list[Any] = []
+    async with (
+        RawServer(handler) as server,
+        provider(server.url, read_timeout_s=0.3) as local,
+        aclosing(local.stream(request(), "m")) as stream,
+    ):
+        async for event in stream:
+            events.append(event)
+            if isinstance(event, Token):
+                await asyncio.sleep(0.6)  # twice the read timeout, holding the stream
+                consumer_ready.set()
+    end = terminal(events)
+    assert isinstance(end, Complete), end
+    assert end.response.text == "Hello there"
+
+
+async def test_a_read_timeout_of_zero_is_no_read_timeout() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(chunked(sse(chunk("Hello ")), end=False))
+        await writer.drain()
+        await asyncio.sleep(0.3)
+        rest = sse(chunk("there"), chunk(None, "stop"), (None, "[DONE]"))
+        writer.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(rest), rest))
+        await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0) as local:
+        end = terminal(await collect(local))
+    assert isinstance(end, Complete) and end.response.text == "Hello there"
+
+
+async def test_a_stream_that_never_ends_its_body_after_the_reply_is_cut_by_the_read_timeout() -> (
+    None
+):
+    """The reply is whole, but the body never ends: draining it stops at the read timeout and
+    the reply still completes; the connection is closed, not pooled."""
+    closed = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(chunked(STREAM, end=False))
+        await writer.drain()
+        assert await reader.read() == b""  # the client hung up
+        closed.set()
+
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
+        end = terminal(await collect(local))
+        await asyncio.wait_for(closed.wait(), 5)
+    assert isinstance(end, Complete) and end.response.text == "Hello there"
 
 
 async def test_max_connections_queues_calls_and_the_connect_timeout_bounds_the_wait() -> None:

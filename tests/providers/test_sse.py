@@ -109,6 +109,9 @@ def test_invalid_utf8_is_replaced_not_fatal() -> None:
     assert decode([b"data: \xff\n\n"]) == [ev("\ufffd")]
     # A character cut off by the end of the stream.
     assert decode([b"data: a\xe2\x98"]) == [ev("a\ufffd")]
+    # A bad byte, then characters split across reads, then plain reads again.
+    payload = b"data: \xff " + "\u2603 \U0001f642\n\nevent: e\ndata: ok\n\n".encode()
+    assert_all_splits(payload, [ev("\ufffd \u2603 \U0001f642"), ev("ok", "e")])
 
 
 def test_tuples_api_matches_objects() -> None:

@@ -17,10 +17,10 @@ import itertools
 import math
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from loguru import logger
@@ -42,7 +42,9 @@ from agentcore.inference import (
 )
 from agentcore.inference.calls import Attempt, GiveUp, Inference, Retry, Wait, WaitReason
 from agentcore.inference.errors import NO_RESULT_MESSAGE, cancelled, shutting_down
+from agentcore.inference.turns import TurnEnding, ending_of, ending_of_error, with_injections
 from agentcore.inference.watchdog import Watchdog
+from agentcore.model_info import ModelInfo, describe_model
 from agentcore.plugins import (
     PluginContext,
     PluginRecord,
@@ -65,7 +67,16 @@ from agentcore.settings import (
 )
 from agentcore.traces import TraceEvent
 
-DEFAULT_PLUGIN_SECTIONS = ("retry", "provider_hold", "waiting_trace", "mcpl.routing")
+if TYPE_CHECKING:
+    from agentcore.mcpl.connection import ServerConnection
+
+DEFAULT_PLUGIN_SECTIONS = (
+    "retry",
+    "provider_hold",
+    "waiting_trace",
+    "mcpl.routing",
+    "mcpl.context",
+)
 """The default policies' sections (DESIGN.md's stable minimum): accepted, unread, when the
 plugin that reads one is disabled or not installed, so a settings file need not change."""
 
@@ -116,6 +127,9 @@ class Kernel:
         self._no_attempts.set()
         self._ids = itertools.count(1)
         self._started = False
+        self.mcpl_servers: Callable[[], Sequence[ServerConnection]] = tuple
+        """The MCPL servers an `McplHost` running on this kernel is connected to, in
+        settings order; none without one. The host sets it."""
 
     def _register(self, record: PluginRecord) -> None:
         try:
@@ -302,6 +316,13 @@ class Kernel:
 
     # -- providers ---------------------------------------------------------------------
 
+    def model_info(self, reference: str) -> ModelInfo:
+        """What the host knows of a model reference's model (``[providers.NAME.models.MODEL]``,
+        then built-in knowledge), for MCPL's `model/info` and context hooks."""
+        name, model = split_model(reference)
+        config = self.settings.providers.get(name)
+        return describe_model(model, config.models.get(model) if config else None)
+
     def provider(self, name: str) -> Provider:
         provider = self._providers.get(name)
         if provider is None:
@@ -390,15 +411,34 @@ class Kernel:
 
     async def complete(self, request: Request) -> Response:
         """One whole (non-streamed) inference with every policy applied; raises `InferenceError`."""
+        if request.turn is None:
+            return await self._complete(request, None)
+        turn = _HostTurn(self)
+        try:
+            response = await self._complete(request, turn)
+        except InferenceError as error:
+            await turn.end(ending_of_error(error))
+            raise
+        except asyncio.CancelledError:
+            await turn.end(ending_of_error(cancelled()))
+            raise
+        await turn.end(ending_of(Complete(response)))
+        return response
+
+    async def _complete(self, request: Request, turn: _HostTurn | None) -> Response:
         inference, provider = self._begin(request, streamed=False)
         await self._start_trace(inference)
         try:
-            return await self._complete_attempts(inference, provider)
+            if turn is not None:
+                await turn.open(inference)
+            return await self._complete_attempts(inference, provider, turn)
         except asyncio.CancelledError:
             await self._fail_trace(inference, len(inference.errors) + 1, cancelled())
             raise
 
-    async def _complete_attempts(self, inference: Inference, provider: Provider) -> Response:
+    async def _complete_attempts(
+        self, inference: Inference, provider: Provider, turn: _HostTurn | None
+    ) -> Response:
         request = inference.request
         timeout = self.settings.inference.request_timeout_s
         for number in itertools.count(1):
@@ -408,6 +448,8 @@ class Kernel:
             except InferenceError as error:  # a refusal is the answer, as in stream()
                 await self._fail_trace(inference, number, error)
                 raise
+            if turn is not None and number == 1:
+                await turn.start()
             try:
                 watchdog = self._watch(math.inf, timeout)  # a whole call shows no progress
                 watchdog.waiting = True
@@ -443,12 +485,33 @@ class Kernel:
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+    def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Stream one inference with every policy applied. Ends with exactly one terminal event.
 
         Leave early with ``async with contextlib.aclosing(kernel.stream(r))`` to
         close the provider call at once.
         """
+        if request.turn is None:
+            return self._stream(request, None)
+        return self._stream_host_turn(request)
+
+    async def _stream_host_turn(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """A host turn's stream: its ending goes to `on_host_turn_end` before the consumer
+        sees the terminal, and a cancellation or an early close is an ``aborted`` end."""
+        turn = _HostTurn(self)
+        try:
+            async with aclosing(self._stream(request, turn)) as events:
+                async for event in events:
+                    if isinstance(event, Complete | Failed | Aborted):
+                        await turn.end(ending_of(event))
+                    yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            await turn.end(ending_of_error(cancelled()))
+            raise
+
+    async def _stream(
+        self, request: Request, turn: _HostTurn | None
+    ) -> AsyncGenerator[StreamEvent, None]:
         try:
             inference, provider = self._begin(request, streamed=True)
         except InferenceError as error:
@@ -457,6 +520,8 @@ class Kernel:
         await self._start_trace(inference)
         ended = False  # set just before the terminal: the inference's last trace is out
         try:
+            if turn is not None:
+                await turn.open(inference)
             for number in itertools.count(1):
                 attempt = Attempt(inference, number)
                 try:
@@ -466,6 +531,8 @@ class Kernel:
                     ended = True
                     yield Failed(error)
                     return
+                if turn is not None and number == 1:
+                    await turn.start()
                 visible = False
                 terminal: Terminal | None = None
                 hooks = self.hooks
@@ -567,6 +634,38 @@ class Kernel:
         finally:
             self._unwatch(watchdog)
             await _aclose(events)
+
+
+class _HostTurn:
+    """One host turn's way through the kernel: its context added once, `started` once it is
+    admitted, and exactly one end per start (SPEC §10.5's pairing, on every path)."""
+
+    __slots__ = ("_ended", "_kernel", "_started", "inference")
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self.inference: Inference | None = None
+        self._started = False
+        self._ended = False
+
+    async def open(self, inference: Inference) -> None:
+        self.inference = inference
+        if self._kernel.stopping.is_set():
+            return  # the first admission refuses it: nobody needs to add context
+        injections = await self._kernel.hooks.host_turn_context(inference)
+        if injections:
+            inference.request = with_injections(inference.request, injections)
+
+    async def start(self) -> None:
+        assert self.inference is not None
+        self._started = True
+        await self._kernel.hooks.host_turn_start(self.inference)
+
+    async def end(self, ending: TurnEnding) -> None:
+        if not self._started or self._ended or self.inference is None:
+            return
+        self._ended = True
+        await self._kernel.hooks.host_turn_end(self.inference, ending)
 
 
 async def _aclose(events: AsyncIterator[StreamEvent]) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,6 +27,8 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from agentcore.inference.calls import Attempt, Wait, WaitReason
     from agentcore.kernel import Kernel
+    from agentcore.mcpl.connection import ServerConnection
+    from agentcore.model_info import ModelInfo
 
 GROUP = "agentcore.plugins"
 BUNDLED_DISTRIBUTIONS = frozenset(
@@ -36,6 +38,7 @@ BUNDLED_DISTRIBUTIONS = frozenset(
         "agentcore-provider-hold",
         "agentcore-waiting-trace",
         "agentcore-mcpl-router",
+        "agentcore-mcpl-context",
     }
 )
 
@@ -189,3 +192,13 @@ class PluginContext:
         """Announce a wait for its whole duration (`on_wait_start`, then `on_wait_end`)."""
         async with self.kernel.waiting(reason, attempt, until) as wait:
             yield wait
+
+    def model_info(self, reference: str) -> ModelInfo:
+        """What the host knows of the model a ``NAME:MODEL`` reference names: the
+        deployment's ``[providers.NAME.models.MODEL]``, then built-in knowledge."""
+        return self.kernel.model_info(reference)
+
+    def mcpl_servers(self) -> Sequence[ServerConnection]:
+        """The MCPL servers the host is connected to now, in settings order (none when no
+        `McplHost` runs on this kernel). For the policies of the host's own turns."""
+        return self.kernel.mcpl_servers()

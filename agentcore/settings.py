@@ -138,6 +138,19 @@ def provider_kinds() -> list[str]:
     return sorted(set(BUILTIN_KINDS) | set(providers.kinds()))
 
 
+class ModelSettings(Section):
+    """``[providers.NAME.models.MODEL]``: what the host tells MCPL servers about a model
+    (SPEC §12 `model/info`, and `model` in `context/beforeInference`). Each field left
+    out falls back to agentcore's built-in knowledge of well-known models, else is omitted."""
+
+    vendor: str | None = Field(default=None, min_length=1)
+    """The model's maker ("anthropic", "openai", "google", "meta"...), not the provider kind."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Tokens the model takes in, prompt and output together."""
+    capabilities: list[str] | None = None
+    """E.g. ["vision", "tools"]."""
+
+
 class ProviderSettings(Section):
     kind: str
     """One of `provider_kinds()`."""
@@ -153,6 +166,8 @@ class ProviderSettings(Section):
     max_keepalive_connections: int = Field(default=20, ge=0)
     delay_s: float = 0.0
     """echo only: the pause before each word."""
+    models: dict[str, ModelSettings] = Field(default_factory=dict)
+    """Metadata of the models served under this name, keyed by the MODEL of ``NAME:MODEL``."""
 
     @field_validator("kind")
     @classmethod

@@ -61,6 +61,7 @@ from agentcore.mcpl.jsonrpc import (
     RemoteError,
     RequestId,
 )
+from agentcore.mcpl.outbox import Outbox
 from agentcore.mcpl.protocol import (
     CAPABILITY_DENIED,
     FEATURE_SET_NOT_ENABLED,
@@ -83,6 +84,8 @@ HOST_MCPL_CAPABILITIES: dict[str, Any] = {
     "version": MCPL_VERSION,
     "inferenceRequest": {"streaming": True},
     "modelInfo": True,
+    "contextHooks": {"beforeInference": True},
+    "inferenceLifecycle": True,
     "featureSets": True,
 }
 
@@ -189,6 +192,7 @@ class ServerConnection:
         self.closed = asyncio.Event()
         self._reset_session_state()
         self.sessions = 0
+        self._outbox = Outbox(name)
 
     def _reset_session_state(self) -> None:
         self._state = "pending"
@@ -263,6 +267,14 @@ class ServerConnection:
             if hook and self._peer is peer:
                 self._hooks_pending -= 1
 
+    def notify_soon(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Queue a notification for this session, sent in order without making the caller
+        wait (`inference/lifecycle`, §10.5). Refuses (McplError -32002) at once what the
+        grant does not allow; raises `ConnectionClosed` when not connected."""
+        peer = self._live_peer()
+        self._check_outbound(method)
+        self._outbox.put(peer, method, params)
+
     def _live_peer(self) -> JsonRpcPeer:
         peer = self._peer
         if peer is None or peer.closing or self._closing:
@@ -314,6 +326,7 @@ class ServerConnection:
                 self._supervisor.cancel()
                 await asyncio.gather(self._supervisor, return_exceptions=True)
             if self._peer is not None:
+                await self._outbox.flush()
                 self._log.info("mcpl server {}: closing: {}", self._name, reason)
                 await self._peer.close(McplError(INTERNAL_ERROR, reason), reason=reason)
         finally:

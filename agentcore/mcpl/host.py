@@ -59,6 +59,12 @@ class McplHost:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.connections: dict[str, ServerConnection] = {}
+        kernel.mcpl_servers = self.servers  # for the host's own turns (SPEC §10)
+
+    def servers(self) -> list[ServerConnection]:
+        """The connections in settings order (they start concurrently, finish in any order)."""
+        connections = self.connections
+        return [connections[n] for n in self.kernel.settings.mcpl.servers if n in connections]
 
     async def handle(self, request: McplRequest) -> Any:
         try:

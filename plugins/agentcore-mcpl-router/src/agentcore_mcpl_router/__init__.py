@@ -44,7 +44,7 @@ from agentcore.inference.outcome import (
     failure_message,
     result_object,
 )
-from agentcore.kernel import Kernel, split_model
+from agentcore.kernel import Kernel
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
 from agentcore.mcpl.protocol import INTERNAL_ERROR, INVALID_PARAMS, McplError, McplRequest
 from agentcore.plugins import PluginContext, SettingsSection
@@ -165,6 +165,11 @@ class McplRouter:
         return self._context.kernel
 
     @property
+    def _context_started(self) -> PluginContext:
+        assert self._context is not None, "the mcpl-router plugin was not started"
+        return self._context
+
+    @property
     def _routing(self) -> RoutingSettings:
         assert self._context is not None, "the mcpl-router plugin was not started"
         settings = self._context.settings
@@ -182,9 +187,8 @@ class McplRouter:
         default = self._routing.default
         if default is None:
             raise McplError(INTERNAL_ERROR, "No default model is routed ([mcpl.routing] default)")
-        name, model = split_model(default)
-        provider = self._kernel.settings.providers.get(name)
-        return {"id": model, "vendor": provider.kind if provider else name, "provider": name}
+        # §12.2: the model's own metadata; `vendor` is its maker, not the provider kind.
+        return self._context_started.model_info(default).to_wire()
 
     async def answer_inference(self, request: McplRequest) -> dict[str, Any]:
         params = request.params

@@ -123,6 +123,9 @@ class Kernel:
         self.hooks = Hooks(self._pm)
         self._providers: dict[str, Provider] = {}
         self._watchdogs: set[Watchdog] = set()
+        self._turn_watchdogs: set[Watchdog] = set()
+        self._turns: set[_HostTurn] = set()
+        """Host turns started and not yet ended."""
         self._no_attempts = asyncio.Event()
         self._no_attempts.set()
         self._ids = itertools.count(1)
@@ -260,6 +263,21 @@ class Kernel:
             except Exception:
                 logger.exception("closing provider {!r} failed", provider.name)
 
+    async def end_host_turns(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Begin the shutdown with the host's own turns: mark the kernel stopping and end
+        every turn in flight now (``aborted``), waiting up to `grace_s` for them, so that
+        MCPL servers hear so while still connected. `McplHost.close()` calls this first."""
+        self.stopping.set()
+        for watchdog in list(self._turn_watchdogs):
+            watchdog.stop_now()
+        pending = [turn.done.wait() for turn in self._turns]
+        if pending:
+            done = asyncio.gather(*pending)
+            try:
+                await asyncio.wait_for(done, grace_s)
+            except TimeoutError:
+                logger.warning("{} host turns had not ended at shutdown", len(self._turns))
+
     async def __aenter__(self) -> Kernel:
         await self.start()
         return self
@@ -267,18 +285,21 @@ class Kernel:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def _watch(self, progress_s: float, request_s: float) -> Watchdog:
+    def _watch(self, progress_s: float, request_s: float, attempt: Attempt) -> Watchdog:
         """The timeouts of one provider call, which `stop()` can also end."""
         watchdog = Watchdog(progress_s, request_s)
         if self.stopping.is_set():
             watchdog.stop_now()
         self._watchdogs.add(watchdog)
+        if attempt.inference.request.turn is not None:
+            self._turn_watchdogs.add(watchdog)
         self._no_attempts.clear()
         return watchdog
 
     def _unwatch(self, watchdog: Watchdog) -> None:
         watchdog.cancel()
         self._watchdogs.discard(watchdog)
+        self._turn_watchdogs.discard(watchdog)
         if not self._watchdogs:
             self._no_attempts.set()
 
@@ -451,7 +472,7 @@ class Kernel:
             if turn is not None and number == 1:
                 await turn.start()
             try:
-                watchdog = self._watch(math.inf, timeout)  # a whole call shows no progress
+                watchdog = self._watch(math.inf, timeout, attempt)  # a whole call: no progress
                 watchdog.waiting = True
                 try:
                     response = await provider.complete(request, inference.model)
@@ -599,7 +620,7 @@ class Kernel:
         except Exception as exc:
             yield Failed(provider_failed(attempt, exc))
             return
-        watchdog = self._watch(config.progress_timeout_s, config.request_timeout_s)
+        watchdog = self._watch(config.progress_timeout_s, config.request_timeout_s, attempt)
         try:
             while True:
                 if watchdog.expired is not None:
@@ -640,13 +661,14 @@ class _HostTurn:
     """One host turn's way through the kernel: its context added once, `started` once it is
     admitted, and exactly one end per start (SPEC §10.5's pairing, on every path)."""
 
-    __slots__ = ("_ended", "_kernel", "_started", "inference")
+    __slots__ = ("_ended", "_kernel", "_started", "done", "inference")
 
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel
         self.inference: Inference | None = None
         self._started = False
         self._ended = False
+        self.done = asyncio.Event()
 
     async def open(self, inference: Inference) -> None:
         self.inference = inference
@@ -659,13 +681,18 @@ class _HostTurn:
     async def start(self) -> None:
         assert self.inference is not None
         self._started = True
+        self._kernel._turns.add(self)
         await self._kernel.hooks.host_turn_start(self.inference)
 
     async def end(self, ending: TurnEnding) -> None:
         if not self._started or self._ended or self.inference is None:
             return
         self._ended = True
-        await self._kernel.hooks.host_turn_end(self.inference, ending)
+        try:
+            await self._kernel.hooks.host_turn_end(self.inference, ending)
+        finally:
+            self._kernel._turns.discard(self)
+            self.done.set()
 
 
 async def _aclose(events: AsyncIterator[StreamEvent]) -> None:

@@ -102,10 +102,10 @@ async def before_inference(
             result = await connection.request(BEFORE_INFERENCE, params)
     except TimeoutError:
         return HookAnswer("timeout", error=f"no answer within {timeout_s:g} s")
+    except RemoteError as exc:  # before McplError, which it is a kind of
+        return HookAnswer("error", error=f"the server answered error {exc.code}: {exc.message}")
     except McplError as exc:  # the connection would not send it: its grant or state
         return HookAnswer("refused", error=exc.message)
-    except RemoteError as exc:
-        return HookAnswer("error", error=f"the server answered error {exc.code}: {exc.message}")
     except ConnectionClosed as exc:
         return HookAnswer("error", error=str(exc) or "the connection closed")
     # Authorized against the grant as it is now, at receipt (§5.4), not as it was at send.

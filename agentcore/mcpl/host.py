@@ -108,7 +108,9 @@ class McplHost:
         await asyncio.gather(*(c.wait_closed() for c in self.connections.values()))
 
     async def close(self, reason: str = SHUTDOWN_MESSAGE) -> None:
-        self.kernel.stopping.set()
+        # The host's own turns end first, so their servers hear `aborted` (SPEC §10.5)
+        # before the connections close; then the servers' own requests are answered.
+        await self.kernel.end_host_turns()
         await asyncio.gather(
             *(c.close(reason) for c in self.connections.values()), return_exceptions=True
         )

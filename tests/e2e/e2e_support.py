@@ -57,6 +57,7 @@ MANIFEST: dict[str, Any] = {
 RECEIPT: dict[str, Any] = {"accepted": True, "mode": "full", "unavailableFeatures": []}
 
 PolicyStep = Callable[["ServerSession", dict[str, Any]], Awaitable[None]]
+HookStep = Callable[["ServerSession", dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 class Channel(Protocol):
@@ -77,6 +78,9 @@ class ServerScript:
     """Run on `featureSets/update`, before the receipt is sent."""
     answer_initialize: bool = True
     """False: never answer `initialize` (a server stuck at start-up)."""
+    hook: HookStep | None = None
+    """Answers `context/beforeInference`: returns the response's ``{"result": ...}`` or
+    ``{"error": ...}``, or None to never answer. Unset: answered -32601 like any method."""
 
 
 @dataclass
@@ -261,6 +265,8 @@ class ServerSession:
             self._spawn(self._receipt(rid, params))
         elif method == "ping":
             self._spawn(self._respond(rid, {}))
+        elif method == "context/beforeInference" and self.script.hook is not None:
+            self._spawn(self._hook(self.script.hook, rid, params))
         else:
             error = {"code": -32601, "message": f"e2e server: no method {method}"}
             self._spawn(self.send({"jsonrpc": "2.0", "id": rid, "error": error}))
@@ -269,6 +275,27 @@ class ServerSession:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _hook(self, hook: HookStep, rid: Any, params: dict[str, Any]) -> None:
+        response = await hook(self, params)
+        if response is not None:
+            await self.send({"jsonrpc": "2.0", "id": rid, **response})
+
+    def notifications(self, method: str) -> list[dict[str, Any]]:
+        """The params of every notification of `method` this session received, in order."""
+        return [
+            item.message.get("params") or {}
+            for item in self.received
+            if item.message.get("method") == method and "id" not in item.message
+        ]
+
+    def requests(self, method: str) -> list[dict[str, Any]]:
+        """The params of every request of `method` the host sent this session, in order."""
+        return [
+            item.message.get("params") or {}
+            for item in self.received
+            if item.message.get("method") == method and "id" in item.message
+        ]
 
     async def _respond(self, rid: Any, result: Any) -> None:
         await self.send({"jsonrpc": "2.0", "id": rid, "result": result})

@@ -403,6 +403,35 @@ async def test_whole_host_turn_gets_context_and_lifecycle(rig: RigFactory) -> No
     assert got[1]["usage"] == {"inputTokens": 5, "outputTokens": 1}
 
 
+async def test_a_server_that_reconnects_mid_turn_hears_nothing_of_that_turn(
+    rig: RigFactory,
+) -> None:
+    r = await rig(
+        {"srv": script()},
+        grants={"srv": [LIFECYCLE]},
+        server_options={"srv": {"reconnect": True}},
+        inference={"progress_timeout_s": 30.0},  # the turn lasts until the test cancels it
+    )
+    r.provider.script(Scenario.stall("Thinking "))
+    first = r.sessions["srv"]
+    turn = asyncio.create_task(run_turn(r))
+    (started,) = await lifecycle(first, 1)
+    await first.close()  # the server goes away mid-turn...
+    second = await r.hub.next_session()  # ...and the host opens a new session
+    connection = r.host.connections["srv"]
+    async with asyncio.timeout(10):
+        while not (connection.sessions == 2 and connection.ready):
+            await asyncio.sleep(0.01)
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    r.provider.script(Scenario.text("ok"))
+    await run_turn(r)  # a turn that starts in the new session is told everything
+    got = await lifecycle(second, 2)
+    assert [n["phase"] for n in got] == ["started", "completed"]
+    assert started["inferenceId"] not in {n["inferenceId"] for n in got}
+
+
 # -- model/info (§12) ----------------------------------------------------------------------
 
 

@@ -16,8 +16,8 @@ Printed: p50, p99 and max of `added` over `--turns` turns (after `--warmup`), fo
 agentcore and for a floor measured in the same run: a bare asyncio host doing the same
 fan-out over the same servers (a line out, a line back, parsed; nothing else), so the
 numbers read as multiples of what pipes and process wake-ups cost on this machine.
-Target: agentcore's p99 <= 2 ms with 10 servers. Not part of ``make test``; run with agentcore installed
-(``make install``), as the plugin is found by its entry point:
+Target: agentcore's p99 <= 2 ms with 10 servers. Not part of ``make test``; run it with
+agentcore installed (``make install``), as the plugin is found by its entry point:
 
     .venv/bin/python bench/context_hooks.py [--servers 10] [--turns 500] [--work 0.002]
 """

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agentcore_mcpl_context import ContextSettings, McplContext
 
 from agentcore.kernel import Kernel
 from agentcore.settings import SettingsError
-from agentcore_mcpl_context import ContextSettings, McplContext
 
 
 def test_found_by_its_entry_point_and_active() -> None:

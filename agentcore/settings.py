@@ -423,14 +423,16 @@ def load_settings(
     *,
     sections: Mapping[str, type[BaseModel] | None] | None = None,
     environ: Mapping[str, str] | None = None,
+    root: type[Settings] | None = None,
 ) -> LoadedSettings:
     """Read and validate the deployment's settings.
 
     `sections` maps each plugin's section path to its model (None: a known
-    section that nobody will read, such as a disabled plugin's).
+    section that nobody will read, such as a disabled plugin's). `root` is a model
+    already built from them (`reload_settings` passes the one the host loaded with).
     """
     environ = os.environ if environ is None else environ
-    root = _graft(Settings, sections or {})
+    root = _graft(Settings, sections or {}) if root is None else root
     file_values = read_toml(path) if path is not None else {}
     env_values = _env_values(root, environ)
     # Before anything is reported or run: every credential the file or the environment
@@ -451,6 +453,14 @@ def load_settings(
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values)
+
+
+def reload_settings(
+    loaded: LoadedSettings, environ: Mapping[str, str] | None = None
+) -> LoadedSettings:
+    """Read `loaded`'s file again and validate it as it was validated at load, with the
+    same plugins' sections (`agentcore serve` on SIGHUP). Raises `SettingsError`."""
+    return load_settings(loaded.path, environ=environ, root=type(loaded.settings))
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

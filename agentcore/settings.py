@@ -153,6 +153,20 @@ class ModelSettings(Section):
     """E.g. ["vision", "tools"]."""
 
 
+class ParticipantNames(Section):
+    """``[providers.NAME.participants]``: who is who in an XML-mode transcript."""
+
+    user: str = "User"
+    assistant: str = "Assistant"
+
+    @field_validator("user", "assistant")
+    @classmethod
+    def _a_plain_name(cls, name: str) -> str:
+        if not name.strip() or any(c in name for c in ":\r\n"):
+            raise ValueError(f"{name!r} is not a participant name: one line, no colon")
+        return name
+
+
 class ProviderSettings(Section):
     kind: str
     """One of `provider_kinds()`."""
@@ -171,6 +185,21 @@ class ProviderSettings(Section):
     """echo only: the pause before each word."""
     models: dict[str, ModelSettings] = Field(default_factory=dict)
     """Metadata of the models served under this name, keyed by the MODEL of ``NAME:MODEL``."""
+    tool_mode: Literal["native", "xml"] = "native"
+    """anthropic only. ``xml``: the conversation goes as a prefill transcript, tools are
+    described in the system prompt and the model writes calls as XML markup."""
+    participants: ParticipantNames = Field(default_factory=lambda: ParticipantNames())
+    """``tool_mode = "xml"``: the names the transcript gives the two sides."""
+
+    @field_validator("tool_mode")
+    @classmethod
+    def _xml_needs_anthropic(cls, mode: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        if mode == "xml" and kind is not None and kind != "anthropic":
+            raise ValueError(
+                f'tool_mode = "xml" is for kind = "anthropic" only; this provider is {kind!r}'
+            )
+        return mode
 
     @field_validator("kind")
     @classmethod

@@ -6,8 +6,9 @@ calls to that provider and model wait at admission instead of hitting it again.
   the provider's stated wait ends, or for ``default_hold_s`` when it stated none.
   The longest hold wins: a shorter stated wait never shortens one.
 - While a key is held, `on_admission` waits, announced as a ``hold`` wait: no
-  provider call is made. A call that would wait longer than ``max_wait_s`` in all
-  fails at once, naming the provider, model and remaining wait.
+  provider call is made. A call that would wait longer than ``max_wait_s`` (unset:
+  ``[inference] max_stated_wait_s``) in all fails at once, naming the provider,
+  model and remaining wait.
 - When the hold ends one call goes first (the probe). Only its success releases
   the others; a rate_limit or overloaded failure starts a new hold; any other
   ending lets the next waiter be the probe.
@@ -52,9 +53,9 @@ POLL_S = 1.0
 class HoldSettings(Section):
     """``[provider_hold]``."""
 
-    max_wait_s: float = Field(default=600.0, ge=0)
-    """A call that would wait longer than this, in all, fails at once, saying why. The
-    retry plugin uses the same limit for a provider's stated wait."""
+    max_wait_s: float | None = Field(default=None, ge=0)
+    """A call that would wait longer than this, in all, fails at once, saying why. Unset:
+    ``[inference] max_stated_wait_s``, the limit the retry policy uses for a stated wait."""
     default_hold_s: float = Field(default=5.0, ge=0)
     """The hold after a rate limit or overload that stated no wait."""
     key: Literal["provider_model", "provider"] = "provider_model"
@@ -78,12 +79,18 @@ def _seconds(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
-def hold_too_long(attempt: Attempt, hold: Hold, remaining: float, limit: float) -> InferenceError:
+def hold_too_long(
+    attempt: Attempt,
+    hold: Hold,
+    remaining: float,
+    limit: float,
+    key: str = "[provider_hold] max_wait_s",
+) -> InferenceError:
     return InferenceError(
         "rate_limit" if hold.reason == "rate_limit" else "overloaded",
         f"Provider {attempt.provider!r} model {attempt.model!r} is held for another "
         f"{_seconds(remaining)} s after a {hold.reason.replace('_', ' ')} error, longer than "
-        f"a call may wait ({_seconds(limit)} s, [provider_hold] max_wait_s)",
+        f"a call may wait ({_seconds(limit)} s, {key})",
         retryable=False,
         code=HOLD_TOO_LONG,
         retry_after_s=remaining,
@@ -103,6 +110,8 @@ class ProviderHold:
         self._stopped = asyncio.Event()
         self._owner_prefix = uuid.uuid4().hex[:8]
         self._stale_after_s = 600.0
+        self._limit: tuple[float, str] = (600.0, "[inference] max_stated_wait_s")
+        """The longest a call waits here in all, and the settings key that says so."""
         self._ids = itertools.count(1)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -117,7 +126,11 @@ class ProviderHold:
         if isinstance(context.settings, HoldSettings):
             self.settings = context.settings
         # An attempt cannot legitimately run longer: a probe older than that is lost.
-        self._stale_after_s = context.kernel.settings.inference.request_timeout_s
+        self._stale_after_s = context.inference.request_timeout_s
+        if self.settings.max_wait_s is not None:
+            self._limit = (self.settings.max_wait_s, "[provider_hold] max_wait_s")
+        else:
+            self._limit = (context.inference.max_stated_wait_s, "[inference] max_stated_wait_s")
 
     @hookimpl
     def agentcore_stop(self) -> None:
@@ -145,8 +158,9 @@ class ProviderHold:
                     return
                 remaining = hold.remaining_s()
                 if remaining > 0:
-                    if time.monotonic() - started + remaining > self.settings.max_wait_s:
-                        raise hold_too_long(attempt, hold, remaining, self.settings.max_wait_s)
+                    limit, setting = self._limit
+                    if time.monotonic() - started + remaining > limit:
+                        raise hold_too_long(attempt, hold, remaining, limit, setting)
                     until: float | None = time.monotonic() + remaining
                 elif await self.store.claim_probe(key, owner, self._stale_after_s):
                     return  # the probe: it goes alone, and its outcome decides for the rest

@@ -30,7 +30,7 @@ from agentcore.inference.turns import Injection, TurnEnding, ending_of, with_inj
 from agentcore.kernel import Kernel
 from agentcore.model_info import describe_model, known_model
 from agentcore.settings import ModelSettings, SettingsError
-from agentcore.testing import STALL, Partial, ScriptedProvider
+from agentcore.testing import STALL, Partial, ScriptedProvider, scripted_kind
 
 TURN = HostTurn("conv", 0, "question")
 
@@ -146,7 +146,7 @@ async def test_a_streamed_turn_gets_context_then_start_then_one_end(
     scripted_provider: ScriptedProvider, settings: Path
 ) -> None:
     recorder = Recorder()
-    async with load(settings, recorder) as kernel:
+    async with load(settings, recorder, scripted=scripted_kind(scripted_provider)) as kernel:
         request = Request("fake:m", [Message.user("q")], turn=TURN)
         async with aclosing(kernel.stream(request)) as events:
             [event async for event in events]
@@ -165,7 +165,7 @@ async def test_a_failure_after_visible_text_is_failed(
 ) -> None:
     scripted_provider.script = [Partial(InferenceError("server", "gone", status=500), text="hel")]
     recorder = Recorder()
-    async with load(settings, recorder) as kernel:
+    async with load(settings, recorder, scripted=scripted_kind(scripted_provider)) as kernel:
         request = Request("fake:m", [Message.user("q")], turn=TURN)
         if streamed:
             async with aclosing(kernel.stream(request)) as events:
@@ -188,7 +188,9 @@ async def test_no_start_no_end_for_a_turn_refused_before_its_first_attempt(
             raise InferenceError("quota", "no budget", retryable=False)
 
     recorder = Recorder()
-    async with load(settings, recorder, refuse=Refuse()) as kernel:
+    async with load(
+        settings, recorder, scripted=scripted_kind(scripted_provider), refuse=Refuse()
+    ) as kernel:
         with pytest.raises(InferenceError, match="no budget"):
             await kernel.complete(Request("fake:m", [Message.user("q")], turn=TURN))
     assert [c[0] for c in recorder.calls] == ["context"]
@@ -200,7 +202,7 @@ async def test_a_cancelled_turn_is_aborted_once(
 ) -> None:
     scripted_provider.script = [STALL]
     recorder = Recorder()
-    async with load(settings, recorder) as kernel:
+    async with load(settings, recorder, scripted=scripted_kind(scripted_provider)) as kernel:
         request = Request("fake:m", [Message.user("q")], turn=TURN)
 
         async def run() -> None:
@@ -225,7 +227,7 @@ async def test_end_host_turns_aborts_a_turn_in_flight(
 ) -> None:
     scripted_provider.script = [STALL]
     recorder = Recorder()
-    async with load(settings, recorder) as kernel:
+    async with load(settings, recorder, scripted=scripted_kind(scripted_provider)) as kernel:
         request = Request("fake:m", [Message.user("q")], turn=TURN)
         task = asyncio.create_task(kernel.complete(request))
         await asyncio.wait_for(scripted_provider.stalled.wait(), 5)
@@ -244,7 +246,9 @@ async def test_a_plugin_failing_in_the_context_hook_does_not_stop_the_turn(
             raise RuntimeError("broken")
 
     recorder = Recorder()
-    async with load(settings, recorder, broken=Broken()) as kernel:
+    async with load(
+        settings, recorder, scripted=scripted_kind(scripted_provider), broken=Broken()
+    ) as kernel:
         out = await kernel.complete(Request("fake:m", [Message.user("q")], turn=TURN))
     assert out.text
     assert scripted_provider.calls[0].request.system == "remembered"

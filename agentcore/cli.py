@@ -10,6 +10,7 @@ import asyncio
 import json
 import math
 import os
+import signal
 import sys
 import time
 from contextlib import aclosing
@@ -26,6 +27,7 @@ from agentcore.inference import (
     Aborted,
     Complete,
     Failed,
+    HostTurn,
     InferenceError,
     Message,
     Request,
@@ -176,30 +178,70 @@ def end_text_line(printed: bool) -> bool:
 
 async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
     """One inference; prints visible text as it streams (unless --json). Returns the exit code."""
+    async with kernel:
+        return await _infer(kernel, request, stream, as_json)
+
+
+async def run_host_turn(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
+    """One of the host's own turns (`--conversation`): connect to the configured MCPL
+    servers as `serve` does, run the turn with them taking part, then close them.
+
+    Ctrl-C or SIGTERM aborts the turn: servers granted `inferenceLifecycle` are told
+    ``aborted`` before their connections close.
+    """
+    from agentcore.mcpl.host import McplHost
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    terminated = asyncio.Event()
+
+    def terminate() -> None:
+        terminated.set()
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        async with kernel:
+            host = McplHost(kernel)
+            try:
+                await host.start()
+                return await _infer(kernel, request, stream, as_json)
+            finally:
+                await host.close()
+    except asyncio.CancelledError:
+        if not terminated.is_set():
+            raise
+        say("agentcore: terminated: the turn was aborted", err=True)
+        return 128 + signal.SIGTERM
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
     response: Response | None = None
     printed = False
-    async with kernel:
-        if not stream:
-            try:
-                response = await kernel.complete(request)
-            except InferenceError as exc:
-                say(f"agentcore: the inference failed: {exc.describe()}", err=True)
-                return 1
-        else:
-            async with aclosing(kernel.stream(request)) as events:
-                async for event in events:
-                    if isinstance(event, Complete):
-                        response = event.response
-                    elif isinstance(event, Failed):
-                        printed = end_text_line(printed)
-                        say(f"agentcore: the inference failed: {event.error.describe()}", err=True)
-                    elif isinstance(event, Aborted):
-                        printed = end_text_line(printed)
-                        say(f"agentcore: {aborted_message(event)}", err=True)
-                    elif not as_json and isinstance(event, Token) and event.visible:
-                        sys.stdout.write(redact(event.text))
-                        sys.stdout.flush()
-                        printed = True
+    if not stream:
+        try:
+            response = await kernel.complete(request)
+        except InferenceError as exc:
+            say(f"agentcore: the inference failed: {exc.describe()}", err=True)
+            return 1
+    else:
+        async with aclosing(kernel.stream(request)) as events:
+            async for event in events:
+                if isinstance(event, Complete):
+                    response = event.response
+                elif isinstance(event, Failed):
+                    printed = end_text_line(printed)
+                    say(f"agentcore: the inference failed: {event.error.describe()}", err=True)
+                elif isinstance(event, Aborted):
+                    printed = end_text_line(printed)
+                    say(f"agentcore: {aborted_message(event)}", err=True)
+                elif not as_json and isinstance(event, Token) and event.visible:
+                    sys.stdout.write(redact(event.text))
+                    sys.stdout.flush()
+                    printed = True
     end_text_line(printed)
     if response is None:
         return 1
@@ -220,6 +262,18 @@ async def run_inference(kernel: Kernel, request: Request, stream: bool, as_json:
 @click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option("--stream/--no-stream", default=True, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print only the result object on stdout.")
+@click.option(
+    "--conversation",
+    default=None,
+    help="Run the inference as one of the host's own turns in this conversation: the "
+    "configured MCPL servers take part (context hooks, inference lifecycle).",
+)
+@click.option(
+    "--turn",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The turn's index in the conversation, from 0 (default 0). Needs --conversation.",
+)
 @click.argument("prompt")
 def infer(
     settings_path: Path | None,
@@ -227,9 +281,15 @@ def infer(
     max_tokens: int,
     stream: bool,
     as_json: bool,
+    conversation: str | None,
+    turn: int | None,
     prompt: str,
 ) -> None:
     """One inference through the kernel, with every plugin applied."""
+    if turn is not None and conversation is None:
+        raise click.UsageError("--turn needs --conversation")
+    if conversation is not None and not conversation:
+        raise click.UsageError("--conversation needs a non-empty id")
     status = {"infer-status": InferStatus(Console(stderr=True))} if sys.stderr.isatty() else {}
     kernel = load_kernel(settings_path, plugins=status)
     problem = model_reference_problem(model, kernel.settings.providers)
@@ -237,8 +297,12 @@ def infer(
         click.echo(f"agentcore: --model: {problem}", err=True)
         raise SystemExit(2)
     request = Request(model, [Message.user(prompt)], max_tokens=max_tokens)
+    run = run_inference
+    if conversation is not None:
+        request.turn = HostTurn(conversation, turn or 0, prompt)
+        run = run_host_turn
     try:
-        code = asyncio.run(run_inference(kernel, request, stream, as_json))
+        code = asyncio.run(run(kernel, request, stream, as_json))
     except KeyboardInterrupt:
         code = 130
     raise SystemExit(code)

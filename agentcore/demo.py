@@ -1,27 +1,33 @@
 """`agentcore demo`: the whole story on one machine, with no key and no network.
 
-A loopback provider (from `agentcore.testing`, speaking Anthropic's wire format)
-answers the first call with a 429 and a stated wait, then streams. The example
-MCPL server (`examples/memory_server.py`, over stdio) asks the host for a
-streamed summary. The demo prints what happens as it happens: the retry, the
-hold, the waiting traces counting down, the chunks reaching the server, and the
-final result. It exits 0 when the server got its summary.
+Both directions of MCPL. First the server asks the host: a loopback provider
+(from `agentcore.testing`, speaking Anthropic's wire format) answers the first
+call with a 429 and a stated wait, then streams; the example MCPL server
+(`examples/memory_server.py`, over stdio) asks the host for a streamed summary.
+Then the host runs a turn of its own: the server, granted to inject before the
+user's message (not to read it) and to watch the turn's lifecycle, adds what it
+remembers, and hears the turn start and complete. The demo prints what happens
+as it happens. It exits 0 when the server got its summary and the turn completed
+with the memory in it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import tempfile
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from agentcore import hookimpl
+from agentcore.inference import Complete, HostTurn, Message, Request
 from agentcore.kernel import Kernel
 from agentcore.log import configure_logging
-from agentcore.mcpl.host import run_host
+from agentcore.mcpl.host import McplHost
 from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
 from agentcore.traces import TraceEvent
 
@@ -31,6 +37,15 @@ SUMMARY = (
 )
 MODEL = "loopback:claude-demo"
 STATED_WAIT_S = 2
+QUESTION = "What do you remember about the mannequins?"
+GRANT = [
+    "inferenceRequest",
+    "inferenceRequest.streaming",
+    "modelInfo",
+    "contextHooks.beforeInference.inject.beforeUser",  # write before the user's text...
+    "inferenceLifecycle",  # ...and watch the turn; not observe: it never reads the user
+]
+STEP_TIMEOUT_S = 30.0
 
 
 def example_server() -> Path:
@@ -45,7 +60,7 @@ class DemoPrinter:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.answered = False
+        self.answered = asyncio.Event()
 
     @hookimpl
     def on_trace(self, event: TraceEvent) -> None:
@@ -54,7 +69,7 @@ class DemoPrinter:
         if line is not None:
             self.console.print(f"[bold cyan]{event.type:<24}[/] {line}", highlight=False)
         if event.type == "mcpl:inference_complete":
-            self.answered = True
+            self.answered.set()
 
     def _describe(self, type: str, f: dict[str, Any]) -> str | None:
         if type == "mcpl:inference_start":
@@ -80,6 +95,11 @@ class DemoPrinter:
             )
         if type == "mcpl:inference_complete":
             return f"server {f['serverId']} answered: {f['finishReason']}, model {f['model']}"
+        if type == "mcpl:context_hook":
+            return (
+                f"server {f['serverId']}: {f['outcome']}, {f['injections']} injected, "
+                f"{f['dropped']} dropped"
+            )
         if type in ("inference:fail", "mcpl:inference_fail"):
             return f"[red]{f['error']}[/]"
         return None
@@ -97,7 +117,7 @@ def demo_settings(server: LoopbackServer, directory: Path) -> Path:
                 "servers": {
                     "memory": {
                         "command": [sys.executable, str(example_server())],
-                        "grant": ["inferenceRequest", "inferenceRequest.streaming", "modelInfo"],
+                        "grant": GRANT,
                         "shutdown_grace_s": 2.0,
                     }
                 },
@@ -107,10 +127,22 @@ def demo_settings(server: LoopbackServer, directory: Path) -> Path:
     )
 
 
+async def host_turn(kernel: Kernel, console: Console) -> str | None:
+    """One of the host's own turns; returns its text, or None when it did not complete."""
+    turn = HostTurn("conv_demo", 0, QUESTION)
+    request = Request(MODEL, [Message.user(QUESTION)], max_tokens=200, turn=turn)
+    async with aclosing(kernel.stream(request)) as events:
+        async for event in events:
+            if isinstance(event, Complete):
+                console.print(f"\n[green]{event.response.text}[/]\n", highlight=False)
+                return event.response.text
+    return None
+
+
 async def run_demo() -> int:
     configure_logging()
     console = Console()
-    console.rule("agentcore demo")
+    console.rule("agentcore demo: a server asks the host")
     console.print(
         "An MCPL memory server asks this host for a streamed summary. The provider "
         f"(a loopback server on Anthropic's wire) answers the first call with HTTP 429, "
@@ -119,20 +151,40 @@ async def run_demo() -> int:
     )
     os.environ[API_KEY_ENV] = API_KEY
     printer = DemoPrinter(console)
+    text: str | None = None
     async with LoopbackServer() as server:
         server.script(
             Scenario.rate_limit(retry_after=STATED_WAIT_S),
             Scenario.text(SUMMARY, chunk_delay_s=0.06, model="claude-demo-20261201"),
+            Scenario.echo(chunk_delay_s=0.01),
         )
         with tempfile.TemporaryDirectory(prefix="agentcore-demo-") as tmp:
             kernel = Kernel.load(demo_settings(server, Path(tmp)), plugins={"demo": printer})
-            await run_host(kernel)
+            async with kernel:
+                host = McplHost(kernel)
+                try:
+                    await host.start()
+                    await asyncio.wait_for(printer.answered.wait(), STEP_TIMEOUT_S)
+                    console.print()
+                    console.rule("the host's own turn")
+                    console.print(
+                        "The host asks its model a question. The memory server may add what "
+                        "it remembers before the user's text (it is not allowed to read it), "
+                        "and hears the turn start and end. The loopback provider echoes the "
+                        "user message it received:\n",
+                        highlight=False,
+                    )
+                    text = await host_turn(kernel, console)
+                    # The server leaves once it has heard the turn end.
+                    await asyncio.wait_for(host.wait_all_closed(), STEP_TIMEOUT_S)
+                finally:
+                    await host.close()
         calls = len(server.calls)
     console.print()
-    if printer.answered:
+    if text is not None and SUMMARY in text:
         console.print(
-            f"[green]done[/]: the server got its summary after {calls} provider calls "
-            "(one refused with 429, one streamed).",
+            f"[green]done[/]: the server got its summary after {calls - 1} provider calls "
+            "(one refused with 429, one streamed), and put it into the host's own turn.",
             highlight=False,
         )
         console.print(
@@ -143,5 +195,5 @@ async def run_demo() -> int:
             highlight=False,
         )
         return 0
-    console.print("[red]the server was not answered[/]")
+    console.print("[red]the demo did not finish[/]")
     return 1

@@ -26,7 +26,8 @@ from loguru import logger
 
 from agentcore import hookspecs
 from agentcore.inference import InferenceError, PluginError, StreamEvent
-from agentcore.inference.calls import Attempt, Decision, Wait
+from agentcore.inference.calls import Attempt, Decision, Inference, Wait
+from agentcore.inference.turns import Injection, TurnEnding
 from agentcore.mcpl.protocol import McplError, McplRequest, PushEvent
 from agentcore.traces import TraceEvent
 
@@ -319,6 +320,30 @@ class Hooks:
     async def attempt_end(self, attempt: Attempt, error: InferenceError | None) -> None:
         """Awaited: a policy records state here that the next `on_admission` must see."""
         await self._await_each("on_attempt_end", attempt, error)
+
+    async def host_turn_context(self, inference: Inference) -> list[Injection]:
+        """Every implementation's injections, in order; one that raises adds nothing."""
+        injections: list[Injection] = []
+        for impl in self._impls.get("on_host_turn_context", ()):
+            try:
+                result = impl.call(inference)
+                if impl.is_async:
+                    result = await result
+            except Exception:
+                logger.exception(
+                    "plugin {!r} failed in on_host_turn_context; the turn goes on without it",
+                    impl.plugin,
+                )
+                continue
+            if result:
+                injections.extend(result)
+        return injections
+
+    async def host_turn_start(self, inference: Inference) -> None:
+        await self._await_each("on_host_turn_start", inference)
+
+    async def host_turn_end(self, inference: Inference, ending: TurnEnding) -> None:
+        await self._await_each("on_host_turn_end", inference, ending)
 
     def wait_start(self, wait: Wait) -> None:
         self._observe("on_wait_start", wait)

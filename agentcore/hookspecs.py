@@ -33,14 +33,15 @@ plugin wins.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentcore.markers import PROJECT, hookimpl, hookspec
 
 if TYPE_CHECKING:
     from agentcore.inference import InferenceError, StreamEvent
-    from agentcore.inference.calls import Attempt, Decision, Wait
+    from agentcore.inference.calls import Attempt, Decision, Inference, Wait
+    from agentcore.inference.turns import Injection, TurnEnding
     from agentcore.mcpl.protocol import McplRequest, PushAnswer, PushEvent
     from agentcore.plugins import PluginContext, SettingsSection
     from agentcore.providers import ProviderFactory
@@ -132,6 +133,39 @@ def on_attempt_end(attempt: Attempt, error: InferenceError | None) -> None:
     so do only that, quickly; to watch outcomes, use `on_trace`, which never
     makes it wait. An exception is logged with the plugin's name. A cancelled
     attempt ends with an error of kind ``cancelled``.
+    """
+
+
+# -- the host's own turns ------------------------------------------------------
+
+
+@hookspec
+def on_host_turn_context(inference: Inference) -> Sequence[Injection] | None:
+    """Before one of the host's own turns (`inference.request.turn` is set) runs: the
+    context to add to it, as `Injection`s. Every implementation is awaited, in order,
+    and the injections are added in that order, grouped by position. Called once per
+    turn, before its first attempt; the turn waits for it, so bound the wait (the
+    `mcpl-context` plugin cuts each MCPL server at ``[mcpl.context] hook_timeout_s``).
+    An exception is logged with the plugin's name and the turn goes on without it.
+    """
+
+
+@hookspec
+def on_host_turn_start(inference: Inference) -> None:
+    """A host turn was admitted: its first attempt passed `on_admission`. Once per turn.
+
+    Awaited in order; keep it quick (queue what you send). Every turn that got this
+    gets exactly one `on_host_turn_end`; a retried attempt is not an end.
+    """
+
+
+@hookspec
+def on_host_turn_end(inference: Inference, ending: TurnEnding) -> None:
+    """A started host turn ended: ``completed`` (with usage), ``failed`` (a stream that
+    failed after visible text included) or ``aborted`` (cancelled, or the host shut down).
+
+    Called before the consumer sees the terminal (or, cancelled, before the cancellation
+    goes on), awaited in order; keep it quick. Exceptions are logged.
     """
 
 

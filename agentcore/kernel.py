@@ -18,10 +18,10 @@ import itertools
 import math
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from loguru import logger
@@ -51,7 +51,9 @@ from agentcore.inference.calls import (
     split_model,
 )
 from agentcore.inference.errors import NO_RESULT_MESSAGE, cancelled, shutting_down
+from agentcore.inference.turns import TurnEnding, ending_of, ending_of_error, with_injections
 from agentcore.inference.watchdog import Watchdog
+from agentcore.model_info import ModelInfo, describe_model
 from agentcore.plugins import (
     PluginContext,
     PluginRecord,
@@ -76,6 +78,9 @@ from agentcore.settings import (
     settings_path,
 )
 from agentcore.traces import TraceEvent
+
+if TYPE_CHECKING:
+    from agentcore.mcpl.connection import ServerConnection
 
 STOP_GRACE_S = 5.0
 """How long `Kernel.stop()` waits for in-flight provider calls to end."""
@@ -114,10 +119,16 @@ class Kernel:
         self.hooks = Hooks(pm)
         self._providers: dict[str, Provider] = {}
         self._watchdogs: set[Watchdog] = set()
+        self._turn_watchdogs: set[Watchdog] = set()
+        self._turns: set[_HostTurn] = set()
+        """Host turns started and not yet ended."""
         self._no_attempts = asyncio.Event()
         self._no_attempts.set()
         self._ids = itertools.count(1)
         self._started = False
+        self.mcpl_servers: Callable[[], Sequence[ServerConnection]] = tuple
+        """The MCPL servers an `McplHost` running on this kernel is connected to, in
+        settings order; none without one. The host sets it."""
 
     # -- loading -----------------------------------------------------------------
 
@@ -230,6 +241,21 @@ class Kernel:
             except Exception:
                 logger.exception("closing provider {!r} failed", provider.name)
 
+    async def end_host_turns(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Begin the shutdown with the host's own turns: mark the kernel stopping and end
+        every turn in flight now (``aborted``), waiting up to `grace_s` for them, so that
+        MCPL servers hear so while still connected. `McplHost.close()` calls this first."""
+        self.stopping.set()
+        for watchdog in list(self._turn_watchdogs):
+            watchdog.stop_now()
+        pending = [turn.done.wait() for turn in self._turns]
+        if pending:
+            done = asyncio.gather(*pending)
+            try:
+                await asyncio.wait_for(done, grace_s)
+            except TimeoutError:
+                logger.warning("{} host turns had not ended at shutdown", len(self._turns))
+
     async def __aenter__(self) -> Kernel:
         await self.start()
         return self
@@ -237,18 +263,21 @@ class Kernel:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def _watch(self, progress_s: float, request_s: float) -> Watchdog:
+    def _watch(self, progress_s: float, request_s: float, attempt: Attempt) -> Watchdog:
         """The timeouts of one provider call, which `stop()` can also end."""
         watchdog = Watchdog(progress_s, request_s)
         if self.stopping.is_set():
             watchdog.stop_now()
         self._watchdogs.add(watchdog)
+        if attempt.inference.request.turn is not None:
+            self._turn_watchdogs.add(watchdog)
         self._no_attempts.clear()
         return watchdog
 
     def _unwatch(self, watchdog: Watchdog) -> None:
         watchdog.cancel()
         self._watchdogs.discard(watchdog)
+        self._turn_watchdogs.discard(watchdog)
         if not self._watchdogs:
             self._no_attempts.set()
 
@@ -269,6 +298,8 @@ class Kernel:
             waiting=self.waiting,
             complete=self.complete,
             stream=self.stream,
+            model_info=self.model_info,
+            mcpl_servers=lambda: self.mcpl_servers(),  # set once an McplHost runs
         )
 
     # -- traces and waits ------------------------------------------------------------
@@ -305,6 +336,13 @@ class Kernel:
         raise shutting_down()
 
     # -- providers ---------------------------------------------------------------------
+
+    def model_info(self, reference: str) -> ModelInfo:
+        """What the host knows of a model reference's model (``[providers.NAME.models.MODEL]``,
+        then built-in knowledge), for MCPL's `model/info` and context hooks."""
+        name, model = split_model(reference)
+        config = self.settings.providers.get(name)
+        return describe_model(model, config.models.get(model) if config else None)
 
     def provider(self, name: str) -> Provider:
         provider = self._providers.get(name)
@@ -408,7 +446,7 @@ class Kernel:
 
     async def complete(self, request: Request) -> Response:
         """One whole (non-streamed) inference with every policy applied; raises `InferenceError`."""
-        async with aclosing(self._inference(request, streamed=False)) as events:
+        async with aclosing(self._events(request, streamed=False)) as events:
             async for event in events:
                 if isinstance(event, Complete):
                     return event.response
@@ -422,10 +460,31 @@ class Kernel:
         Leave early with ``async with contextlib.aclosing(kernel.stream(r))`` to
         close the provider call at once.
         """
-        return self._inference(request, streamed=True)
+        return self._events(request, streamed=True)
+
+    def _events(self, request: Request, streamed: bool) -> AsyncGenerator[StreamEvent, None]:
+        if request.turn is None:
+            return self._inference(request, streamed, None)
+        return self._host_turn(request, streamed)
+
+    async def _host_turn(
+        self, request: Request, streamed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """A host turn's events: its ending goes to `on_host_turn_end` before the consumer
+        sees the terminal, and a cancellation or an early close is an ``aborted`` end."""
+        turn = _HostTurn(self)
+        try:
+            async with aclosing(self._inference(request, streamed, turn)) as events:
+                async for event in events:
+                    if isinstance(event, Complete | Failed | Aborted):
+                        await turn.end(ending_of(event))
+                    yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            await turn.end(ending_of_error(cancelled()))
+            raise
 
     async def _inference(
-        self, request: Request, streamed: bool
+        self, request: Request, streamed: bool, turn: _HostTurn | None
     ) -> AsyncGenerator[StreamEvent, None]:
         """The one attempt loop, which `complete()` and `stream()` both consume: admit, call,
         end the attempt, ask the policies, back off, and end in exactly one terminal.
@@ -443,6 +502,8 @@ class Kernel:
         ended = False  # set just before the terminal: the inference's last trace is out
         hooks = self.hooks
         try:
+            if turn is not None:
+                await turn.open(inference)
             for number in itertools.count(1):
                 attempt = Attempt(inference, number)
                 try:
@@ -452,6 +513,8 @@ class Kernel:
                     ended = True
                     yield Failed(error)
                     return
+                if turn is not None and number == 1:
+                    await turn.start()
                 visible = False
                 terminal: Terminal | None = None
                 # No coroutine per event when every on_stream_event implementation is sync.
@@ -509,7 +572,7 @@ class Kernel:
 
     async def _whole(self, provider: Provider, attempt: Attempt) -> AsyncGenerator[Terminal, None]:
         """One whole provider call as an attempt: its terminal, within the request timeout."""
-        watchdog = self._watch(math.inf, self.settings.inference.request_timeout_s)
+        watchdog = self._watch(math.inf, self.settings.inference.request_timeout_s, attempt)
         watchdog.waiting = True  # a whole call shows no progress
         terminal: Terminal
         try:
@@ -540,7 +603,7 @@ class Kernel:
         except Exception as exc:
             yield Failed(provider_failed(attempt, exc))
             return
-        watchdog = self._watch(config.progress_timeout_s, config.request_timeout_s)
+        watchdog = self._watch(config.progress_timeout_s, config.request_timeout_s, attempt)
         try:
             while True:
                 if watchdog.expired is not None:
@@ -575,6 +638,44 @@ class Kernel:
         finally:
             self._unwatch(watchdog)
             await _aclose(events)
+
+
+class _HostTurn:
+    """One host turn's way through the kernel: its context added once, `started` once it is
+    admitted, and exactly one end per start (SPEC §10.5's pairing, on every path)."""
+
+    __slots__ = ("_ended", "_kernel", "_started", "done", "inference")
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self.inference: Inference | None = None
+        self._started = False
+        self._ended = False
+        self.done = asyncio.Event()
+
+    async def open(self, inference: Inference) -> None:
+        self.inference = inference
+        if self._kernel.stopping.is_set():
+            return  # the first admission refuses it: nobody needs to add context
+        injections = await self._kernel.hooks.host_turn_context(inference)
+        if injections:
+            inference.request = with_injections(inference.request, injections)
+
+    async def start(self) -> None:
+        assert self.inference is not None
+        self._started = True
+        self._kernel._turns.add(self)
+        await self._kernel.hooks.host_turn_start(self.inference)
+
+    async def end(self, ending: TurnEnding) -> None:
+        if not self._started or self._ended or self.inference is None:
+            return
+        self._ended = True
+        try:
+            await self._kernel.hooks.host_turn_end(self.inference, ending)
+        finally:
+            self._kernel._turns.discard(self)
+            self.done.set()
 
 
 async def _aclose(events: AsyncIterator[StreamEvent]) -> None:

@@ -24,7 +24,7 @@ import asyncio
 import importlib.metadata
 import inspect
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -37,6 +37,8 @@ from agentcore.default_plugins import BUILTIN
 if TYPE_CHECKING:
     from agentcore.inference import Request, Response, StreamEvent
     from agentcore.inference.calls import Attempt, Wait, WaitReason
+    from agentcore.mcpl.connection import ServerConnection
+    from agentcore.model_info import ModelInfo
     from agentcore.providers import ProviderFactory
     from agentcore.settings import InferenceSettings
 
@@ -263,6 +265,8 @@ class PluginContext:
         waiting: Callable[[WaitReason, Attempt, float | None], AbstractAsyncContextManager[Wait]],
         complete: Callable[[Request], Awaitable[Response]],
         stream: Callable[[Request], AsyncGenerator[StreamEvent, None]],
+        model_info: Callable[[str], ModelInfo],
+        mcpl_servers: Callable[[], Sequence[ServerConnection]],
     ) -> None:
         self.name = name
         self.settings = settings
@@ -276,6 +280,8 @@ class PluginContext:
         self._waiting = waiting
         self._complete = complete
         self._stream = stream
+        self._model_info = model_info
+        self._mcpl_servers = mcpl_servers
 
     @property
     def stopping(self) -> asyncio.Event:
@@ -304,3 +310,13 @@ class PluginContext:
     def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Stream one inference through the kernel (close it with `contextlib.aclosing`)."""
         return self._stream(request)
+
+    def model_info(self, reference: str) -> ModelInfo:
+        """What the host knows of the model a ``NAME:MODEL`` reference names: the
+        deployment's ``[providers.NAME.models.MODEL]``, then built-in knowledge."""
+        return self._model_info(reference)
+
+    def mcpl_servers(self) -> Sequence[ServerConnection]:
+        """The MCPL servers the host is connected to now, in settings order (none when no
+        `McplHost` runs on this kernel): for the policies of the host's own turns."""
+        return self._mcpl_servers()

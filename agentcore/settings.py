@@ -138,6 +138,19 @@ class PluginsSettings(Section):
     """When true, a plugin that fails to import or start stops the host."""
 
 
+class ModelSettings(Section):
+    """``[providers.NAME.models.MODEL]``: what the host tells MCPL servers about a model
+    (SPEC §12 `model/info`, and `model` in `context/beforeInference`). Each field left
+    out falls back to agentcore's built-in knowledge of well-known models, else is omitted."""
+
+    vendor: str | None = Field(default=None, min_length=1)
+    """The model's maker ("anthropic", "openai", "google", "meta"...), not the provider kind."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Tokens the model takes in, prompt and output together."""
+    capabilities: list[str] | None = None
+    """E.g. ["vision", "tools"]."""
+
+
 class ParticipantNames(Section):
     """``[providers.NAME.participants]``: who is who in an XML-mode transcript."""
 
@@ -170,6 +183,8 @@ class ProviderSettings(Section):
     max_keepalive_connections: int = Field(default=20, ge=0)
     delay_s: float = 0.0
     """echo only: the pause before each word."""
+    models: dict[str, ModelSettings] = Field(default_factory=dict)
+    """Metadata of the models served under this name, keyed by the MODEL of ``NAME:MODEL``."""
     tool_mode: Literal["native", "xml"] = "native"
     """anthropic only. ``xml``: the conversation goes as a prefill transcript, tools are
     described in the system prompt and the model writes calls as XML markup."""

@@ -1,14 +1,21 @@
-"""A small MCPL server (stdio) that asks its host for a streamed summary of its memories.
+"""A small MCPL server (stdio) with a memory, in both directions of MCPL.
 
-It speaks JSON-RPC 2.0, one message per line, with the standard library only:
-it answers `initialize` with its manifest (one feature set,
-``memory.consolidation``, that uses ``inferenceRequest``), acknowledges the
-host's `featureSets/update`, then sends one `inference/request` with
-``stream: true`` and prints each `inference/chunk` and the final answer on
-stderr (the host logs a stdio server's stderr). It exits 0 when the answer is a
-result, 1 when it is an error.
+It speaks JSON-RPC 2.0, one message per line, with the standard library only,
+and prints what it sees on stderr (the host logs a stdio server's stderr).
+
+1. The server asks the host (SPEC §11): after the host's `featureSets/update`
+   it sends one `inference/request` with ``stream: true`` for a summary of its
+   memories (feature set ``memory.consolidation``), and prints each
+   `inference/chunk` and the answer. Without a grant for the host's turns it then
+   exits: 0 when the answer is a result, 1 when it is an error.
+2. The host's own turns (SPEC §10), when granted: to `context/beforeInference` it
+   answers with its summary as a ``beforeUser`` injection (``memory.retrieval``),
+   and it watches the turn's `inference/lifecycle` (``memory.extraction``). It
+   never sees the user's text unless granted ``…observe``. It exits 0 once a turn
+   it watched has ended.
 
     agentcore serve --settings examples/echo.toml
+    agentcore infer --settings examples/echo.toml --model echo:echo-1 --conversation c1 "Hi"
 """
 
 from __future__ import annotations
@@ -28,13 +35,24 @@ MANIFEST = {
     "version": "0.5",
     "inferenceRequest": {"streaming": True},
     "modelInfo": True,
+    "contextHooks": {"beforeInference": {"observe": True, "inject": {"beforeUser": True}}},
+    "inferenceLifecycle": True,
     "featureSets": {
         "memory.consolidation": {
             "description": "Summarize and consolidate memories using the host's model",
             "uses": ["inferenceRequest", "inferenceRequest.streaming"],
-        }
+        },
+        "memory.retrieval": {
+            "description": "Remind the host's model of what it should remember",
+            "uses": ["contextHooks.beforeInference.inject.beforeUser"],
+        },
+        "memory.extraction": {
+            "description": "Learn when the host's turns start and end",
+            "uses": ["inferenceLifecycle"],
+        },
     },
 }
+TERMINAL_PHASES = ("completed", "failed", "aborted")
 
 
 def send(message: dict[str, Any]) -> None:
@@ -65,7 +83,24 @@ def summary_request() -> dict[str, Any]:
     }
 
 
+def remembered(summary: str | None) -> dict[str, Any]:
+    """The `context/beforeInference` result: what this server remembers, before the user's text."""
+    fact = summary or " ".join(MEMORIES)
+    return {
+        "featureSet": "memory.retrieval",
+        "contextInjections": [
+            {
+                "namespace": "memory",
+                "position": "beforeUser",
+                "content": [{"type": "text", "text": f"<memories>{fact}</memories>"}],
+            }
+        ],
+    }
+
+
 def main() -> int:
+    granted: list[str] = []
+    summary: str | None = None
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -92,6 +127,21 @@ def main() -> int:
         elif method == "inference/chunk":
             params = message["params"]
             say(f"chunk {params['index']}: {params['delta']!r}")
+        elif method == "context/beforeInference":
+            params = message["params"]
+            seen = params.get("userMessage")
+            say(
+                f"hook: turn {params['turnIndex']} of {params['conversationId']} "
+                f"on {params['model'].get('id')}; the user's text: "
+                + (repr(seen) if seen is not None else "not shown (observe not granted)")
+            )
+            send({"jsonrpc": "2.0", "id": message["id"], "result": remembered(summary)})
+        elif method == "inference/lifecycle":
+            params = message["params"]
+            usage = params.get("usage")
+            say(f"lifecycle: {params['phase']}" + (f", usage {usage}" if usage else ""))
+            if params["phase"] in TERMINAL_PHASES:
+                return 0
         elif method is not None and "id" in message:
             send(
                 {
@@ -103,10 +153,16 @@ def main() -> int:
         elif message.get("id") == 1:
             if "result" in message:
                 result = message["result"]
-                say(f"summary ({result['finishReason']}, {result['model']}): {result['content']}")
-                return 0
+                summary = result["content"]
+                say(f"summary ({result['finishReason']}, {result['model']}): {summary}")
+                if "inferenceLifecycle" not in granted:
+                    return 0
+                say("staying for the host's next turn")
+                continue
             say(f"the host answered with an error: {message.get('error')}")
             return 1
+    if summary is not None:
+        return 0  # answered; the host closed before a turn of its own
     say("the host closed the connection before answering")
     return 1
 

@@ -82,6 +82,25 @@ class Tool:
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
 
 
+@dataclass(frozen=True, slots=True)
+class HostTurn:
+    """Marks a request as one of the host's own turns."""
+
+    conversation_id: str
+    turn_index: int
+    """0 for the conversation's first turn."""
+    user_message: str | None = None
+    """The user's input of this turn, as servers allowed to observe it see it; None for a
+    continued generation. The request's last user message is where it is, and where
+    ``beforeUser`` / ``afterUser`` context goes."""
+
+    def __post_init__(self) -> None:
+        if not self.conversation_id:
+            raise ValueError("a host turn needs a conversation id")
+        if isinstance(self.turn_index, bool) or self.turn_index < 0:
+            raise ValueError(f"turn index must be 0 or more, not {self.turn_index!r}")
+
+
 @dataclass(slots=True)
 class Request:
     """One inference as the host asks for it.
@@ -101,6 +120,10 @@ class Request:
     tools: list[Tool] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    turn: HostTurn | None = None
+    """Set when this is one of the host's own turns (`agentcore.inference.turns`): MCPL
+    servers granted context hooks and lifecycle take part. None for every other
+    inference, an MCPL server's `inference/request` included."""
 
 
 @dataclass(slots=True)

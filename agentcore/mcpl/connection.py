@@ -87,6 +87,7 @@ from agentcore.mcpl.jsonrpc import (
     RequestId,
 )
 from agentcore.mcpl.manifest import ChangeReceipt, changed_domains, check_revision, impacts
+from agentcore.mcpl.outbox import Outbox
 from agentcore.mcpl.protocol import (
     CAPABILITY_DENIED,
     FEATURE_SET_NOT_ENABLED,
@@ -113,6 +114,8 @@ HOST_MCPL_CAPABILITIES: dict[str, Any] = {
     "version": MCPL_VERSION,
     "inferenceRequest": {"streaming": True},
     "modelInfo": True,
+    "contextHooks": {"beforeInference": True},
+    "inferenceLifecycle": True,
     "featureSets": True,
 }
 
@@ -248,6 +251,7 @@ class ServerConnection:
         self._session_tasks: set[asyncio.Task[Any]] = set()
         self._reset_session_state()
         self.sessions = 0
+        self._outbox = Outbox(name)
 
     def _reset_session_state(self) -> None:
         for task in self._session_tasks:
@@ -334,6 +338,14 @@ class ServerConnection:
             if hook and self._peer is peer:
                 self._hooks_pending -= 1
 
+    def notify_soon(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Queue a notification for this session, sent in order without making the caller
+        wait (`inference/lifecycle`, §10.5). Refuses (McplError -32002) at once what the
+        grant does not allow; raises `ConnectionClosed` when not connected."""
+        peer = self._live_peer()
+        self._check_outbound(method)
+        self._outbox.put(peer, method, params)
+
     def _live_peer(self) -> JsonRpcPeer:
         peer = self._peer
         if peer is None or peer.closing or self._closing:
@@ -388,6 +400,7 @@ class ServerConnection:
                 if task is not current:
                     task.cancel()
             if self._peer is not None:
+                await self._outbox.flush()
                 self._log.info("mcpl server {}: closing: {}", self._name, reason)
                 await self._peer.close(McplError(INTERNAL_ERROR, reason), reason=reason)
         finally:

@@ -76,6 +76,13 @@ class McplHost:
         self._reload_lock = asyncio.Lock()
         self._membership = asyncio.Event()  # set whenever `connections` changes
         self._watchers: set[asyncio.Future[None]] = set()
+        kernel.mcpl_servers = self.servers  # for the host's own turns (SPEC §10)
+
+    def servers(self) -> list[ServerConnection]:
+        """The connections in the current settings' order (they start concurrently and finish
+        in any order; a SIGHUP reload may change the settings)."""
+        connections = self.connections
+        return [connections[n] for n in self._configs if n in connections]
 
     async def handle(self, request: McplRequest) -> Any:
         try:
@@ -234,7 +241,9 @@ class McplHost:
                 await asyncio.gather(everyone, changed, return_exceptions=True)
 
     async def close(self, reason: str = SHUTDOWN_MESSAGE) -> None:
-        self.kernel.stopping.set()
+        # The host's own turns end first, so their servers hear `aborted` (SPEC §10.5)
+        # before the connections close; then the servers' own requests are answered.
+        await self.kernel.end_host_turns()
         await asyncio.gather(
             *(c.close(reason) for c in self.connections.values()), return_exceptions=True
         )

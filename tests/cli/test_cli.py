@@ -405,9 +405,16 @@ def test_demo_runs_by_itself_and_exits_zero() -> None:
         "provider:hold",
         "inference:waiting",
         "mcpl:inference_complete",
+        "mcpl:context_hook",
     ):
         assert event in done.stdout
     assert "chunk 0:" in done.stderr
+    # The other direction: the memory server's fact reached the host's own turn (the
+    # loopback provider echoes the user message it got), and the server watched it end.
+    assert "<memories>Alice prefers morning meetings" in done.stdout
+    assert "not shown (observe not granted)" in done.stderr
+    assert "lifecycle: started" in done.stderr
+    assert "lifecycle: completed" in done.stderr
 
 
 def test_the_status_line_follows_the_waiting_traces() -> None:

@@ -25,7 +25,7 @@ from e2e_support import Hub, ServerScript, TraceCapture, make_hub  # noqa: E402
 
 from agentcore.kernel import Kernel  # noqa: E402
 from agentcore.mcpl.host import McplHost  # noqa: E402
-from agentcore.testing import LoopbackServer  # noqa: E402
+from agentcore.testing import LoopbackServer, to_toml  # noqa: E402
 
 
 @pytest.fixture
@@ -74,6 +74,7 @@ async def rig(
         plugins: dict[str, object] | None = None,
         kernel_type: type[Kernel] = Kernel,
         wait_ready: bool = True,
+        provider_models: dict[str, dict[str, dict[str, Any]]] | None = None,
     ) -> Rig:
         scripts = scripts or {"srv": ServerScript()}
         hub.scripts.update(scripts)
@@ -86,6 +87,9 @@ async def rig(
             inference={**INFERENCE, **(inference or {})},
             sections=settings_sections(hub, servers, routing=routing, retry=retry, extra=extra),
         )
+        if provider_models:  # [providers.NAME.models.MODEL], after the providers themselves
+            tables = {"providers": {n: {"models": m} for n, m in provider_models.items()}}
+            path.write_text(path.read_text() + "\n" + to_toml(tables))
         traces = TraceCapture()
         kernel = kernel_type.load(path, plugins={"capture": traces, **(plugins or {})})
         await kernel.start()

@@ -54,12 +54,18 @@ def settings_sections(
     retry: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    extra = dict(extra or {})
+    mcpl = {  # extra's [mcpl.*] sections join the servers and the routing
+        "servers": servers,
+        "routing": ROUTING if routing is None else routing,
+        **extra.pop("mcpl", {}),
+    }
     return {
         "retry": retry or RETRY,
         "provider_hold": HOLD,
         "waiting_trace": {"interval_s": 0.05},
-        "mcpl": {"servers": servers, "routing": ROUTING if routing is None else routing},
-        **(extra or {}),
+        "mcpl": mcpl,
+        **extra,
     }
 
 

@@ -63,6 +63,7 @@ MANIFEST: dict[str, Any] = {
 RECEIPT: dict[str, Any] = {"accepted": True, "mode": "full", "unavailableFeatures": []}
 
 PolicyStep = Callable[["ServerSession", dict[str, Any]], Awaitable[None]]
+HookStep = Callable[["ServerSession", dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 class Channel(Protocol):
@@ -90,6 +91,9 @@ class ServerScript:
     """What `mcpl/manifest` returns (§17.4); None: the current `manifest`."""
     before_manifest: Callable[[ServerSession], Awaitable[None]] | None = None
     """Run on `mcpl/manifest`, before it is answered."""
+    hook: HookStep | None = None
+    """Answers `context/beforeInference`: returns the response's ``{"result": ...}`` or
+    ``{"error": ...}``, or None to never answer. Unset: answered -32601 like any method."""
 
 
 @dataclass
@@ -276,6 +280,8 @@ class ServerSession:
             self._spawn(self._manifest(rid))
         elif method == "ping":
             self._spawn(self._respond(rid, {}))
+        elif method == "context/beforeInference" and self.script.hook is not None:
+            self._spawn(self._hook(self.script.hook, rid, params))
         else:
             error = {"code": -32601, "message": f"e2e server: no method {method}"}
             self._spawn(self.send({"jsonrpc": "2.0", "id": rid, "error": error}))
@@ -284,6 +290,27 @@ class ServerSession:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _hook(self, hook: HookStep, rid: Any, params: dict[str, Any]) -> None:
+        response = await hook(self, params)
+        if response is not None:
+            await self.send({"jsonrpc": "2.0", "id": rid, **response})
+
+    def notifications(self, method: str) -> list[dict[str, Any]]:
+        """The params of every notification of `method` this session received, in order."""
+        return [
+            item.message.get("params") or {}
+            for item in self.received
+            if item.message.get("method") == method and "id" not in item.message
+        ]
+
+    def requests(self, method: str) -> list[dict[str, Any]]:
+        """The params of every request of `method` the host sent this session, in order."""
+        return [
+            item.message.get("params") or {}
+            for item in self.received
+            if item.message.get("method") == method and "id" in item.message
+        ]
 
     async def _respond(self, rid: Any, result: Any) -> None:
         await self.send({"jsonrpc": "2.0", "id": rid, "result": result})

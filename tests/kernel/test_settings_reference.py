@@ -23,6 +23,7 @@ BUNDLED_SECTIONS = {
     "provider_hold",
     "waiting_trace",
     "mcpl.routing",
+    "mcpl.context",
     "otel",
     "console",
 }

@@ -153,6 +153,8 @@ async def test_handshake_and_feature_sets_update_params(
         "version": "0.5",
         "inferenceRequest": {"streaming": True},
         "modelInfo": True,
+        "contextHooks": {"beforeInference": True},  # §5.2: the host's own turns (§10)
+        "inferenceLifecycle": True,
         "featureSets": True,
     }
     assert init["clientInfo"]["name"] == "agentcore"

@@ -41,7 +41,6 @@ from agentcore.inference import (
     TextBlock,
     Token,
 )
-from agentcore.inference.calls import split_model
 from agentcore.inference.outcome import (
     aborted_message,
     completion_problem,
@@ -190,9 +189,8 @@ class McplRouter:
         default = self._routing.default
         if default is None:
             raise McplError(INTERNAL_ERROR, "No default model is routed ([mcpl.routing] default)")
-        name, model = split_model(default)
-        provider = self._started.providers.get(name)
-        return {"id": model, "vendor": provider.kind if provider else name, "provider": name}
+        # §12.2: the model's own metadata; `vendor` is its maker, not the provider kind.
+        return self._started.model_info(default).to_wire()
 
     async def answer_inference(self, request: McplRequest) -> dict[str, Any]:
         params = request.params

@@ -1,0 +1,121 @@
+"""What the host knows about a model: MCPL's ModelInfo (SPEC §12.2, and `model` in §10.1).
+
+`{id, vendor, contextWindow, capabilities}`. `vendor` is the model's maker
+("anthropic", "openai", "google"), not the provider kind that serves it (an
+OpenRouter or OpenAI-compatible provider serves many makers' models). The
+deployment's ``[providers.NAME.models.MODEL]`` says it first, field by field; the
+built-in table below knows well-known Anthropic, OpenAI and Gemini models. What
+neither knows is left out, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentcore.settings import ModelSettings
+
+VISION_TOOLS = ("vision", "tools")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    id: str
+    vendor: str | None = None
+    context_window: int | None = None
+    capabilities: tuple[str, ...] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """The §12.2 object; what is unknown is absent."""
+        wire: dict[str, Any] = {"id": self.id}
+        if self.vendor is not None:
+            wire["vendor"] = self.vendor
+        if self.context_window is not None:
+            wire["contextWindow"] = self.context_window
+        if self.capabilities is not None:
+            wire["capabilities"] = list(self.capabilities)
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    vendor: str
+    context_window: int | None
+    capabilities: tuple[str, ...] | None
+
+
+# Model id prefixes, matched longest first on a "-" boundary, so that dated ids
+# ("claude-sonnet-4-5-20250929", "gpt-4o-2024-08-06") and "-latest" aliases match.
+# Published context windows; capabilities only where the maker documents them.
+BUILTIN_MODELS: Mapping[str, _Known] = {
+    # Anthropic
+    "claude-opus-4-5": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-opus-4-1": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-opus-4": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-sonnet-4-5": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-sonnet-4": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-haiku-4-5": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-3-7-sonnet": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-3-5-sonnet": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-3-5-haiku": _Known("anthropic", 200_000, ("tools",)),
+    "claude-3-opus": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-3-haiku": _Known("anthropic", 200_000, VISION_TOOLS),
+    # OpenAI
+    "gpt-5": _Known("openai", 400_000, VISION_TOOLS),
+    "gpt-5-mini": _Known("openai", 400_000, VISION_TOOLS),
+    "gpt-5-nano": _Known("openai", 400_000, VISION_TOOLS),
+    "gpt-4.1": _Known("openai", 1_047_576, VISION_TOOLS),
+    "gpt-4.1-mini": _Known("openai", 1_047_576, VISION_TOOLS),
+    "gpt-4.1-nano": _Known("openai", 1_047_576, VISION_TOOLS),
+    "gpt-4o": _Known("openai", 128_000, VISION_TOOLS),
+    "gpt-4o-mini": _Known("openai", 128_000, VISION_TOOLS),
+    "gpt-4-turbo": _Known("openai", 128_000, VISION_TOOLS),
+    "gpt-3.5-turbo": _Known("openai", 16_385, ("tools",)),
+    "o1": _Known("openai", 200_000, VISION_TOOLS),
+    "o1-mini": _Known("openai", 128_000, None),
+    "o3": _Known("openai", 200_000, VISION_TOOLS),
+    "o3-mini": _Known("openai", 200_000, ("tools",)),
+    "o4-mini": _Known("openai", 200_000, VISION_TOOLS),
+    # Google
+    "gemini-2.5-pro": _Known("google", 1_048_576, VISION_TOOLS),
+    "gemini-2.5-flash": _Known("google", 1_048_576, VISION_TOOLS),
+    "gemini-2.5-flash-lite": _Known("google", 1_048_576, VISION_TOOLS),
+    "gemini-2.0-flash": _Known("google", 1_048_576, VISION_TOOLS),
+    "gemini-2.0-flash-lite": _Known("google", 1_048_576, VISION_TOOLS),
+    "gemini-1.5-pro": _Known("google", 2_097_152, VISION_TOOLS),
+    "gemini-1.5-flash": _Known("google", 1_048_576, VISION_TOOLS),
+}
+_BY_LENGTH = sorted(BUILTIN_MODELS, key=len, reverse=True)
+
+
+def known_model(model: str) -> _Known | None:
+    """The built-in entry for a model id, or None. A router's ``maker/`` prefix
+    ("anthropic/claude-…", OpenRouter's style) and a ``models/`` prefix (Gemini's) are
+    ignored for the look-up."""
+    name = model.rsplit("/", 1)[-1].lower()
+    for prefix in _BY_LENGTH:
+        if name == prefix or name.startswith(prefix + "-") or name.startswith(prefix + "@"):
+            return BUILTIN_MODELS[prefix]
+    return None
+
+
+def describe_model(model: str, configured: ModelSettings | None = None) -> ModelInfo:
+    """What is known about `model` (the part after ``NAME:``): the settings' fields first,
+    then the built-in table's; whatever neither knows is left out."""
+    known = known_model(model)
+    vendor = configured.vendor if configured and configured.vendor else None
+    window = configured.context_window if configured else None
+    capabilities = (
+        tuple(configured.capabilities)
+        if configured and configured.capabilities is not None
+        else None
+    )
+    if known is not None:
+        vendor = vendor or known.vendor
+        window = window if window is not None else known.context_window
+        capabilities = capabilities if capabilities is not None else known.capabilities
+    return ModelInfo(model, vendor, window, capabilities)
+
+
+__all__ = ["BUILTIN_MODELS", "ModelInfo", "describe_model", "known_model"]

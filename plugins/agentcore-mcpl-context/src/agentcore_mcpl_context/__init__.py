@@ -1,0 +1,207 @@
+"""agentcore's MCPL context hooks and inference lifecycle for the host's own turns.
+
+The policy of MCPL SPEC §10 for an inference that is one of the host's own turns
+(`Request.turn`; `agentcore infer --conversation`); the message shapes and the
+checks every host owes are in `agentcore.mcpl.context`.
+
+- Before the turn, `context/beforeInference` goes to every ready server granted any
+  `contextHooks.beforeInference.*` leaf, all at once, each cut at ``[mcpl.context]
+  hook_timeout_s`` (§10.6); a late, failing or refused server is skipped (fail-open,
+  §13.3). `userMessage` is null unless that server is granted `…observe` (§10.1);
+  `model` is the turn's model as `model/info` would describe it (§12.2).
+- Each injection is authorized by its position when the response arrives (§5.4,
+  §10.8); the accepted ones go in grouped by position, servers in settings order.
+  One ``mcpl:context_hook`` trace per server per turn says how it went.
+- `inference/lifecycle` (§10.5) to every ready server granted `inferenceLifecycle`
+  when the turn is admitted: ``started``, then exactly one terminal, to the same
+  servers in the same sessions only (a server that joins, or reconnects, mid-turn
+  gets nothing for it). `model` only with `modelInfo` granted; `usage` only with
+  ``completed``; never content. Sent without making the turn wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from loguru import logger
+from pydantic import Field
+
+from agentcore import hookimpl
+from agentcore.inference.calls import Inference
+from agentcore.inference.models import HostTurn
+from agentcore.inference.turns import Injection, TurnEnding
+from agentcore.mcpl.connection import ServerConnection
+from agentcore.mcpl.context import (
+    INFERENCE_LIFECYCLE,
+    LIFECYCLE,
+    MODEL_INFO,
+    HookAnswer,
+    before_inference,
+    before_inference_params,
+    lifecycle_params,
+    may_observe,
+    takes_hooks,
+)
+from agentcore.mcpl.grants import is_granted
+from agentcore.mcpl.jsonrpc import ConnectionClosed
+from agentcore.mcpl.protocol import McplError
+from agentcore.plugins import PluginContext, SettingsSection
+from agentcore.settings import Section
+
+DEFAULT_HOOK_TIMEOUT_S = 5.0  # SPEC §10.6's recommendation
+
+
+class ContextSettings(Section):
+    """``[mcpl.context]``."""
+
+    hook_timeout_s: float = Field(default=DEFAULT_HOOK_TIMEOUT_S, gt=0)
+    """How long one server's `context/beforeInference` may take before the turn goes
+    on without it."""
+
+
+class McplContext:
+    """The `mcpl-context` plugin."""
+
+    def __init__(self) -> None:
+        self._context: PluginContext | None = None
+        self._started: dict[str, list[tuple[ServerConnection, int]]] = {}
+        """inferenceId -> the servers (and their session) that were sent ``started``."""
+
+    @hookimpl
+    def agentcore_settings(self) -> SettingsSection:
+        return SettingsSection("mcpl.context", ContextSettings)
+
+    @hookimpl
+    def agentcore_start(self, context: PluginContext) -> None:
+        self._context = context
+
+    @property
+    def _ctx(self) -> PluginContext:
+        assert self._context is not None, "the mcpl-context plugin was not started"
+        return self._context
+
+    @property
+    def _timeout_s(self) -> float:
+        settings = self._ctx.settings
+        return settings.hook_timeout_s if isinstance(settings, ContextSettings) else 5.0
+
+    def _model(self, inference: Inference) -> dict[str, Any]:
+        return self._ctx.model_info(inference.request.model).to_wire()
+
+    # -- context/beforeInference (§10.1-10.4, 10.6-10.8) ------------------------------
+
+    @hookimpl
+    async def on_host_turn_context(self, inference: Inference) -> list[Injection]:
+        turn = inference.request.turn
+        if turn is None:
+            return []
+        servers = [s for s in self._ctx.mcpl_servers() if s.ready and takes_hooks(s.grant)]
+        if not servers:
+            return []
+        model = self._model(inference)
+        answers = await asyncio.gather(
+            *(self._ask(server, inference, turn, model) for server in servers)
+        )
+        injections: list[Injection] = []
+        for server, answer in zip(servers, answers, strict=True):  # settings order (§10.8)
+            await self._trace(server, inference, answer)
+            injections.extend(Injection(i.position, i.text, server.name) for i in answer.injections)
+        return injections
+
+    async def _ask(
+        self, server: ServerConnection, inference: Inference, turn: HostTurn, model: dict[str, Any]
+    ) -> HookAnswer:
+        # §10.1: the user's text only to a server granted observe; null to the rest.
+        user_message = turn.user_message if may_observe(server.grant) else None
+        params = before_inference_params(
+            inference.id, turn.conversation_id, turn.turn_index, user_message, model
+        )
+        return await before_inference(server, params, self._timeout_s)
+
+    async def _trace(
+        self, server: ServerConnection, inference: Inference, answer: HookAnswer
+    ) -> None:
+        fields: dict[str, Any] = {
+            "serverId": server.name,
+            "inferenceId": inference.id,
+            "outcome": answer.outcome,
+            "injections": len(answer.injections),
+            "dropped": len(answer.dropped),
+        }
+        if answer.dropped:
+            fields["droppedReasons"] = answer.dropped
+        if answer.dropped_content:
+            fields["droppedContent"] = answer.dropped_content
+        if answer.error is not None:
+            fields["error"] = answer.error
+        await self._ctx.emit("mcpl:context_hook", **fields)
+
+    # -- inference/lifecycle (§10.5) ---------------------------------------------------
+
+    @hookimpl
+    def on_host_turn_start(self, inference: Inference) -> None:
+        turn = inference.request.turn
+        if turn is None:
+            return
+        servers = [
+            s
+            for s in self._ctx.mcpl_servers()
+            if s.ready and is_granted(s.grant, INFERENCE_LIFECYCLE)
+        ]
+        if not servers:
+            return
+        model = self._model(inference)
+        sent: list[tuple[ServerConnection, int]] = []
+        for server in servers:
+            params = lifecycle_params(
+                inference.id,
+                turn.conversation_id,
+                turn.turn_index,
+                "started",
+                model=model if is_granted(server.grant, MODEL_INFO) else None,
+            )
+            if _send(server, params):
+                sent.append((server, server.sessions))
+        if sent:
+            self._started[inference.id] = sent
+
+    @hookimpl
+    def on_host_turn_end(self, inference: Inference, ending: TurnEnding) -> None:
+        sent = self._started.pop(inference.id, None)
+        turn = inference.request.turn
+        if not sent or turn is None:
+            return
+        model = self._model(inference)
+        usage = None
+        if ending.phase == "completed" and ending.usage is not None:
+            usage = {
+                "inputTokens": ending.usage.input_tokens,
+                "outputTokens": ending.usage.output_tokens,
+            }
+        for server, session in sent:
+            if server.sessions != session:
+                continue  # a new session: it never heard this turn start
+            params = lifecycle_params(
+                inference.id,
+                turn.conversation_id,
+                turn.turn_index,
+                ending.phase,
+                model=model if is_granted(server.grant, MODEL_INFO) else None,
+                usage=usage,
+            )
+            _send(server, params)
+
+
+def _send(server: ServerConnection, params: dict[str, Any]) -> bool:
+    """Queue one lifecycle notification; False when the connection would not take it (gone,
+    or its grant no longer allows it: §5.4, a denied capability's message is not sent)."""
+    try:
+        server.notify_soon(LIFECYCLE, params)
+    except (McplError, ConnectionClosed) as exc:
+        logger.debug("mcpl server {}: inference/lifecycle not sent: {}", server.name, exc)
+        return False
+    return True
+
+
+__all__ = ["ContextSettings", "McplContext"]

@@ -1,0 +1,463 @@
+"""The host's own turns with MCPL servers taking part (SPEC §10, §12; plugin `mcpl-context`),
+end to end: a real host (`McplHost`, every default plugin discovered), real servers over
+stdio and WebSocket, the loopback provider, and assertions on what the provider received
+and what each server received."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from contextlib import aclosing
+from typing import Any
+
+import pytest
+from e2e_rig import Rig, RigFactory
+from e2e_support import MANIFEST, ServerScript, ServerSession
+
+from agentcore.inference import (
+    Complete,
+    Failed,
+    HostTurn,
+    Message,
+    Request,
+    StreamEvent,
+    Token,
+)
+from agentcore.testing import Scenario
+
+HOOKS = "contextHooks.beforeInference"
+OBSERVE = f"{HOOKS}.observe"
+SYSTEM = f"{HOOKS}.inject.system"
+BEFORE = f"{HOOKS}.inject.beforeUser"
+AFTER = f"{HOOKS}.inject.afterUser"
+ALL_HOOKS = [OBSERVE, SYSTEM, BEFORE, AFTER]
+LIFECYCLE = "inferenceLifecycle"
+USER_TEXT = "What did I decide about the mannequins?"
+SYSTEM_PROMPT = "You are the host."
+
+
+def manifest() -> dict[str, Any]:
+    """The e2e manifest, plus context hooks, lifecycle and the feature sets that use them."""
+    m = copy.deepcopy(MANIFEST)
+    m["contextHooks"] = {
+        "beforeInference": {
+            "observe": True,
+            "inject": {"system": True, "beforeUser": True, "afterUser": True},
+        }
+    }
+    m["inferenceLifecycle"] = True
+    m["featureSets"]["memory.retrieval"] = {"description": "recall", "uses": ALL_HOOKS}
+    m["featureSets"]["memory.extraction"] = {"description": "watch", "uses": [LIFECYCLE]}
+    return m
+
+
+def injecting(*injections: dict[str, Any], delay_s: float = 0.0) -> Any:
+    """A hook that answers with these injections (after `delay_s`)."""
+
+    async def hook(session: ServerSession, params: dict[str, Any]) -> dict[str, Any]:
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        return {"result": {"featureSet": "memory.retrieval", "contextInjections": list(injections)}}
+
+    return hook
+
+
+def inj(position: str, content: Any, namespace: str = "memory") -> dict[str, Any]:
+    return {"namespace": namespace, "position": position, "content": content}
+
+
+def script(hook: Any = None) -> ServerScript:
+    return ServerScript(manifest=manifest(), hook=hook)
+
+
+def turn_request(model: str = "a:claude-e2e", index: int = 3) -> Request:
+    return Request(
+        model,
+        [Message.user(USER_TEXT)],
+        system=SYSTEM_PROMPT,
+        turn=HostTurn("conv_1", index, USER_TEXT),
+    )
+
+
+async def run_turn(r: Rig, request: Request | None = None) -> list[StreamEvent]:
+    async with aclosing(r.kernel.stream(request or turn_request())) as events:
+        return [event async for event in events]
+
+
+def hook_traces(r: Rig) -> dict[str, dict[str, Any]]:
+    """The mcpl:context_hook traces by server, without timestamps (one each is the contract)."""
+    traces = r.traces.of("mcpl:context_hook")
+    by_server = {t["serverId"]: {k: v for k, v in t.items() if k != "timestamp"} for t in traces}
+    assert len(by_server) == len(traces), traces
+    return by_server
+
+
+async def lifecycle(session: ServerSession, count: int) -> list[dict[str, Any]]:
+    """Wait until the session has received `count` lifecycle notifications; return them."""
+    for _ in range(500):
+        got = session.notifications("inference/lifecycle")
+        if len(got) >= count:
+            return got
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{session.tag} got {session.notifications('inference/lifecycle')}")
+
+
+# -- context/beforeInference -------------------------------------------------------------
+
+
+async def test_injections_land_by_position_servers_in_settings_order(rig: RigFactory) -> None:
+    # "first" answers last: the order in the request is the settings order, not arrival order.
+    first = script(
+        injecting(
+            inj("afterUser", "first-after"),
+            inj("system", [{"type": "text", "text": "first-system"}]),
+            inj("beforeUser", "first-before"),
+            delay_s=0.2,
+        )
+    )
+    second = script(
+        injecting(
+            inj("beforeUser", "second-before"),
+            inj("system", "second-system"),
+            inj("afterUser", "second-after"),
+        )
+    )
+    r = await rig(
+        {"first": first, "second": second}, grants={t: ALL_HOOKS for t in ("first", "second")}
+    )
+    r.provider.script(Scenario.text("Noted."))
+    events = await run_turn(r)
+    assert isinstance(events[-1], Complete)
+
+    body = r.provider.calls[-1].body
+    assert body["system"] == "\n\n".join([SYSTEM_PROMPT, "first-system", "second-system"])
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "first-before\n\nsecond-before\n\n"},
+                {"type": "text", "text": USER_TEXT},
+                {"type": "text", "text": "\n\nfirst-after\n\nsecond-after"},
+            ],
+        }
+    ]
+    traces = hook_traces(r)
+    for tag in ("first", "second"):
+        assert traces[tag]["outcome"] == "ok"
+        assert (traces[tag]["injections"], traces[tag]["dropped"]) == (3, 0)
+        assert traces[tag]["inferenceId"] == traces["first"]["inferenceId"]
+
+
+async def test_injections_on_the_openai_wire_stay_apart_from_the_user_text(
+    rig: RigFactory,
+) -> None:
+    r = await rig(
+        {"srv": script(injecting(inj("beforeUser", "fact A"), inj("afterUser", "fact B")))},
+        grants={"srv": ALL_HOOKS},
+    )
+    r.provider.script(Scenario.text("ok"))
+    await run_turn(r, turn_request("o:gpt-e2e"))
+    messages = r.provider.calls[-1].body["messages"]
+    assert messages[-1] == {"role": "user", "content": f"fact A\n\n{USER_TEXT}\n\nfact B"}
+    assert messages[0] == {"role": "system", "content": SYSTEM_PROMPT}
+
+
+async def test_user_message_only_with_observe_and_model_info_in_the_hook(
+    rig: RigFactory,
+) -> None:
+    inject_only = [SYSTEM, BEFORE, AFTER]
+    r = await rig(
+        {"watcher": script(injecting()), "writer": script(injecting())},
+        grants={"watcher": ALL_HOOKS, "writer": inject_only},
+        provider_models={"a": {"claude-e2e": {"vendor": "acme", "context_window": 4096}}},
+    )
+    r.provider.script(Scenario.text("ok"))
+    await run_turn(r)
+    (watched,) = r.sessions["watcher"].requests("context/beforeInference")
+    (written,) = r.sessions["writer"].requests("context/beforeInference")
+    assert watched["userMessage"] == USER_TEXT
+    # §10.1: inject-only still gets the hook, with userMessage null.
+    assert written["userMessage"] is None
+    for params in (watched, written):
+        assert params["conversationId"] == "conv_1"
+        assert params["turnIndex"] == 3
+        assert params["inferenceId"].startswith("inf_")
+        assert params["model"] == {"id": "claude-e2e", "vendor": "acme", "contextWindow": 4096}
+
+
+async def test_no_hook_for_a_server_granted_no_hook_leaf(rig: RigFactory) -> None:
+    # A bare parent grants nothing beneath it (§5.4): this server is not asked.
+    r = await rig({"srv": script(injecting(inj("system", "x")))}, grants={"srv": ["contextHooks"]})
+    r.provider.script(Scenario.text("ok"))
+    await run_turn(r)
+    assert r.sessions["srv"].requests("context/beforeInference") == []
+    assert r.provider.calls[-1].body["system"] == SYSTEM_PROMPT
+    assert r.traces.of("mcpl:context_hook") == []
+
+
+async def test_an_injection_at_a_position_not_granted_is_dropped_and_traced(
+    rig: RigFactory,
+) -> None:
+    hook = injecting(
+        inj("system", "take over the system prompt"),
+        inj("afterUser", "a harmless note"),
+        inj("sideways", "nowhere"),
+        inj("beforeUser", [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]),
+    )
+    r = await rig({"srv": script(hook)}, grants={"srv": [OBSERVE, BEFORE, AFTER]})
+    r.provider.script(Scenario.text("ok"))
+    await run_turn(r)
+    body = r.provider.calls[-1].body
+    assert body["system"] == SYSTEM_PROMPT
+    assert body["messages"][-1]["content"] == [
+        {"type": "text", "text": USER_TEXT},
+        {"type": "text", "text": "\n\na harmless note"},
+    ]
+    trace = hook_traces(r)["srv"]
+    assert trace["outcome"] == "ok"
+    # The image-only injection is accepted (its position is granted) but carries no text.
+    assert (trace["injections"], trace["dropped"]) == (2, 2)
+    assert any("position system is not granted" in why for why in trace["droppedReasons"])
+    assert any("'sideways'" in why for why in trace["droppedReasons"])
+    assert trace["droppedContent"] == [
+        "contextInjections[3].content[0]: image blocks are not carried (requests hold text only)"
+    ]
+
+
+async def test_a_silent_server_costs_the_timeout_and_an_erroring_one_nothing(
+    rig: RigFactory,
+) -> None:
+    async def silent(session: ServerSession, params: dict[str, Any]) -> None:
+        return None
+
+    async def failing(session: ServerSession, params: dict[str, Any]) -> dict[str, Any]:
+        return {"error": {"code": -32603, "message": "memory store down"}}
+
+    r = await rig(
+        {
+            "silent": script(silent),
+            "failing": script(failing),
+            "good": script(injecting(inj("system", "remembered"))),
+        },
+        grants={t: ALL_HOOKS for t in ("silent", "failing", "good")},
+        extra={"mcpl": {"context": {"hook_timeout_s": 0.3}}},
+    )
+    r.provider.script(Scenario.text("ok"))
+    events = await run_turn(r)
+    assert isinstance(events[-1], Complete)
+    assert r.provider.calls[-1].body["system"] == f"{SYSTEM_PROMPT}\n\nremembered"
+    traces = hook_traces(r)
+    assert traces["silent"]["outcome"] == "timeout"
+    assert traces["silent"]["error"] == "no answer within 0.3 s"
+    assert traces["failing"]["outcome"] == "error"
+    assert "memory store down" in traces["failing"]["error"]
+    assert traces["good"]["outcome"] == "ok"
+
+
+async def test_inference_request_from_inside_the_hook_is_refused(rig: RigFactory) -> None:
+    refused: list[Any] = []
+
+    async def loops(session: ServerSession, params: dict[str, Any]) -> dict[str, Any]:
+        answer = await session.infer(
+            {"featureSet": "fs.plain", "messages": [{"role": "user", "content": "hi"}]}
+        )
+        refused.append(answer.error)
+        return {"result": {"featureSet": "memory.retrieval", "contextInjections": []}}
+
+    r = await rig({"srv": script(loops)}, grants={"srv": [*ALL_HOOKS, "inferenceRequest"]})
+    r.provider.script(Scenario.text("ok"))
+    events = await run_turn(r)
+    assert isinstance(events[-1], Complete)
+    (error,) = refused
+    assert error["code"] == -32603
+    assert error["data"] == {"reason": "context_hook"}
+    assert "§10.7" in error["message"]
+    assert len(r.provider.calls) == 1  # only the turn reached the provider
+
+
+# -- inference/lifecycle -------------------------------------------------------------------
+
+
+async def test_lifecycle_started_then_completed_with_usage_and_no_content(rig: RigFactory) -> None:
+    r = await rig(
+        {"full": script(), "bare": script(), "none": script()},
+        grants={"full": [LIFECYCLE, "modelInfo"], "bare": [LIFECYCLE], "none": ["modelInfo"]},
+    )
+    r.provider.script(Scenario.text("The answer.", input_tokens=11, output_tokens=4))
+    events = await run_turn(r)
+    assert isinstance(events[-1], Complete)
+    full = await lifecycle(r.sessions["full"], 2)
+    bare = await lifecycle(r.sessions["bare"], 2)
+    inference_id = full[0]["inferenceId"]
+    ids = {"inferenceId": inference_id, "conversationId": "conv_1", "turnIndex": 3}
+    assert full == [
+        {**ids, "phase": "started", "model": {"id": "claude-e2e"}},
+        {
+            **ids,
+            "phase": "completed",
+            "model": {"id": "claude-e2e"},
+            "usage": {"inputTokens": 11, "outputTokens": 4},
+        },
+    ]
+    # Without modelInfo, no model; never any content, whatever the grant.
+    assert bare == [
+        {**ids, "phase": "started"},
+        {**ids, "phase": "completed", "usage": {"inputTokens": 11, "outputTokens": 4}},
+    ]
+    await r.close()
+    assert r.sessions["none"].notifications("inference/lifecycle") == []
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        Scenario.bad_request(),  # before any text
+        Scenario.stream_error("Half an answer "),  # after visible text (AF #358)
+        Scenario.cut("Half an answer "),  # the stream ends with no terminal
+    ],
+    ids=["before-text", "after-text", "cut"],
+)
+async def test_lifecycle_failed_for_a_failed_stream(rig: RigFactory, scenario: Scenario) -> None:
+    r = await rig({"srv": script()}, grants={"srv": [LIFECYCLE]}, retry={"max_attempts": 1})
+    r.provider.script(scenario)
+    events = await run_turn(r)
+    assert isinstance(events[-1], Failed)
+    got = await lifecycle(r.sessions["srv"], 2)
+    await r.close()
+    assert [n["phase"] for n in r.sessions["srv"].notifications("inference/lifecycle")] == [
+        "started",
+        "failed",
+    ]
+    assert "usage" not in got[1]
+
+
+async def test_a_retried_attempt_is_not_a_terminal(rig: RigFactory) -> None:
+    r = await rig({"srv": script()}, grants={"srv": [LIFECYCLE]})
+    r.provider.script(Scenario.rate_limit(retry_after_ms=10), Scenario.text("ok"))
+    events = await run_turn(r)
+    assert isinstance(events[-1], Complete)
+    assert len(r.provider.calls) == 2
+    await lifecycle(r.sessions["srv"], 2)
+    await r.close()
+    phases = [n["phase"] for n in r.sessions["srv"].notifications("inference/lifecycle")]
+    assert phases == ["started", "completed"]
+
+
+async def test_lifecycle_aborted_when_the_consumer_cancels(rig: RigFactory) -> None:
+    r = await rig({"srv": script()}, grants={"srv": [LIFECYCLE]})
+    r.provider.script(Scenario.stall("Thinking about it "))
+    seen_text = asyncio.Event()
+
+    async def consume() -> None:
+        async with aclosing(r.kernel.stream(turn_request())) as events:
+            async for event in events:
+                if isinstance(event, Token) and event.visible:
+                    seen_text.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(seen_text.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    got = await lifecycle(r.sessions["srv"], 2)
+    assert [n["phase"] for n in got] == ["started", "aborted"]
+
+
+async def test_host_shutdown_mid_turn_is_aborted(rig: RigFactory) -> None:
+    r = await rig({"srv": script()}, grants={"srv": [LIFECYCLE]})
+    r.provider.script(Scenario.stall("Thinking "))
+    turn = asyncio.create_task(run_turn(r))
+    await lifecycle(r.sessions["srv"], 1)
+    await r.close()  # as serve does: the connections (flushing what is queued), the kernel
+    events = await turn
+    assert not isinstance(events[-1], Complete)
+    phases = [n["phase"] for n in r.sessions["srv"].notifications("inference/lifecycle")]
+    assert phases == ["started", "aborted"]
+
+
+async def test_plain_inferences_get_no_hooks_and_no_lifecycle(rig: RigFactory) -> None:
+    r = await rig(
+        {"srv": script(injecting(inj("system", "x")))}, grants={"srv": [*ALL_HOOKS, LIFECYCLE]}
+    )
+    r.provider.script(Scenario.text("ok"))
+    request = Request("a:claude-e2e", [Message.user("hi")])
+    response = await r.kernel.complete(request)
+    assert response.text == "ok"
+    await r.close()
+    assert r.sessions["srv"].requests("context/beforeInference") == []
+    assert r.sessions["srv"].notifications("inference/lifecycle") == []
+
+
+async def test_whole_host_turn_gets_context_and_lifecycle(rig: RigFactory) -> None:
+    r = await rig(
+        {"srv": script(injecting(inj("beforeUser", "fact")))},
+        grants={"srv": [BEFORE, LIFECYCLE]},
+    )
+    r.provider.script(Scenario.text("ok", input_tokens=5, output_tokens=1))
+    response = await r.kernel.complete(turn_request())
+    assert response.text == "ok"
+    content = r.provider.calls[-1].body["messages"][-1]["content"]
+    assert content[0] == {"type": "text", "text": "fact\n\n"}
+    got = await lifecycle(r.sessions["srv"], 2)
+    assert [n["phase"] for n in got] == ["started", "completed"]
+    assert got[1]["usage"] == {"inputTokens": 5, "outputTokens": 1}
+
+
+async def test_a_server_that_reconnects_mid_turn_hears_nothing_of_that_turn(
+    rig: RigFactory,
+) -> None:
+    r = await rig(
+        {"srv": script()},
+        grants={"srv": [LIFECYCLE]},
+        server_options={"srv": {"reconnect": True}},
+        inference={"progress_timeout_s": 30.0},  # the turn lasts until the test cancels it
+    )
+    r.provider.script(Scenario.stall("Thinking "))
+    first = r.sessions["srv"]
+    turn = asyncio.create_task(run_turn(r))
+    (started,) = await lifecycle(first, 1)
+    await first.close()  # the server goes away mid-turn...
+    second = await r.hub.next_session()  # ...and the host opens a new session
+    connection = r.host.connections["srv"]
+    async with asyncio.timeout(10):
+        while not (connection.sessions == 2 and connection.ready):
+            await asyncio.sleep(0.01)
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    r.provider.script(Scenario.text("ok"))
+    await run_turn(r)  # a turn that starts in the new session is told everything
+    got = await lifecycle(second, 2)
+    assert [n["phase"] for n in got] == ["started", "completed"]
+    assert started["inferenceId"] not in {n["inferenceId"] for n in got}
+
+
+# -- model/info (§12) ----------------------------------------------------------------------
+
+
+async def test_model_info_from_settings(rig: RigFactory) -> None:
+    r = await rig(
+        provider_models={
+            "o": {"gpt-e2e": {"vendor": "acme", "context_window": 32000, "capabilities": ["tools"]}}
+        },
+        routing={"default": "o:gpt-e2e"},
+    )
+    answer = await r.server.call("model/info", {})
+    assert answer.result == {
+        "id": "gpt-e2e",
+        "vendor": "acme",
+        "contextWindow": 32000,
+        "capabilities": ["tools"],
+    }
+
+
+async def test_model_info_from_the_built_in_table(rig: RigFactory) -> None:
+    # Served through an openai-wire provider, made by Anthropic: vendor is the maker.
+    r = await rig(routing={"default": "o:anthropic/claude-sonnet-4-5-20250929"})
+    answer = await r.server.call("model/info", {})
+    assert answer.result == {
+        "id": "anthropic/claude-sonnet-4-5-20250929",
+        "vendor": "anthropic",
+        "contextWindow": 200000,
+        "capabilities": ["vision", "tools"],
+    }

@@ -25,6 +25,7 @@ from typing import Any
 import pluggy
 from loguru import logger
 
+from agentcore.fleet import FleetStore, open_store
 from agentcore.hooks import Hooks, plugin_manager
 from agentcore.inference import (
     NO_TERMINAL,
@@ -65,7 +66,13 @@ from agentcore.settings import (
 )
 from agentcore.traces import TraceEvent
 
-DEFAULT_PLUGIN_SECTIONS = ("retry", "provider_hold", "waiting_trace", "mcpl.routing")
+DEFAULT_PLUGIN_SECTIONS = (
+    "retry",
+    "provider_hold",
+    "waiting_trace",
+    "mcpl.routing",
+    "rate_limit",
+)
 """The default policies' sections (DESIGN.md's stable minimum): accepted, unread, when the
 plugin that reads one is disabled or not installed, so a settings file need not change."""
 
@@ -116,6 +123,14 @@ class Kernel:
         self._no_attempts.set()
         self._ids = itertools.count(1)
         self._started = False
+        self._fleet: FleetStore | None = None
+
+    @property
+    def fleet(self) -> FleetStore:
+        """The ``[fleet]`` store, made at first use (`agentcore.fleet`); closed at `stop()`."""
+        if self._fleet is None:
+            self._fleet = open_store(self.settings.fleet)
+        return self._fleet
 
     def _register(self, record: PluginRecord) -> None:
         try:
@@ -239,6 +254,9 @@ class Kernel:
             except TimeoutError:
                 logger.warning("{} provider calls had not ended at shutdown", len(self._watchdogs))
         await self.hooks.stop()
+        fleet, self._fleet = self._fleet, None
+        if fleet is not None:
+            await fleet.aclose()
         providers, self._providers = self._providers, {}
         for provider in providers.values():
             try:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
+    from agentcore.fleet import FleetStore
     from agentcore.inference.calls import Attempt, Wait, WaitReason
     from agentcore.kernel import Kernel
 
@@ -36,6 +37,7 @@ BUNDLED_DISTRIBUTIONS = frozenset(
         "agentcore-provider-hold",
         "agentcore-waiting-trace",
         "agentcore-mcpl-router",
+        "agentcore-rate-limit",
     }
 )
 
@@ -173,6 +175,11 @@ class PluginContext:
     def stopping(self) -> asyncio.Event:
         """Set when the kernel begins to stop: waiters should wake and fail."""
         return self.kernel.stopping
+
+    @property
+    def fleet(self) -> FleetStore:
+        """The ``[fleet]`` store: holds, limits and wake-ups shared with every replica."""
+        return self.kernel.fleet
 
     async def emit(self, type: str, **fields: Any) -> None:
         """Emit a trace event (camelCase fields) through `on_trace`; it never waits."""

@@ -34,8 +34,9 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
+from agentcore.inference.calls import Attempt
 from agentcore.inference.errors import InferenceError
 from agentcore.settings import FleetSettings
 
@@ -182,6 +183,24 @@ def unavailable_error(
     )
 
 
+def unavailable_fields(
+    store: FleetStore, plugin: str, attempt: Attempt, cause: FleetUnavailable, admitted: bool
+) -> dict[str, Any]:
+    """The fields of a `UNAVAILABLE_TRACE` (a warning): which policy could not read the
+    store for which call, and whether the call was admitted anyway (``open``)."""
+    return {
+        "level": "warning",
+        "plugin": plugin,
+        "store": store.description,
+        "onStoreError": store.on_store_error,
+        "admitted": admitted,
+        "provider": attempt.provider,
+        "model": attempt.model,
+        "inferenceId": attempt.inference.id,
+        "error": str(cause),
+    }
+
+
 __all__ = [
     "FLEET_UNAVAILABLE",
     "POLL_S",
@@ -193,4 +212,5 @@ __all__ = [
     "open_store",
     "poll_s",
     "unavailable_error",
+    "unavailable_fields",
 ]

@@ -6,7 +6,7 @@ PLUGINS := $(sort $(wildcard plugins/*))
 STAMP := $(VENV)/.installed
 LINT_PATHS := $(wildcard agentcore plugins tests bench examples)
 
-.PHONY: install demo test lint typecheck pytest bench clean
+.PHONY: install demo test lint typecheck pytest bench clean redis-server
 
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,20 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy agentcore $(foreach p,$(PLUGINS),$(p)/src)
 
-pytest: install
+# The fleet tests run a real redis-server on loopback (the redis_server fixture starts one
+# on a free port per test session): Debian's package when it is missing and we are root.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; \
+	  else \
+	    echo "make test needs redis-server, which the fleet tests run for real:" \
+	      "install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis)" \
+	      "and run make test again" >&2; \
+	    exit 1; \
+	  fi; }
+
+pytest: install redis-server
 	$(VENV)/bin/pytest
 
 test: lint typecheck pytest

@@ -17,7 +17,7 @@ from agentcore.settings import _unwrap as unwrap  # `X | None`, `Annotated[X, ..
 from agentcore.settings import load_settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-BUNDLED_SECTIONS = {"retry", "provider_hold", "waiting_trace", "mcpl.routing"}
+BUNDLED_SECTIONS = {"retry", "provider_hold", "waiting_trace", "mcpl.routing", "rate_limit"}
 
 
 def readme_reference() -> dict[str, Any]:

@@ -72,6 +72,12 @@ _HEADER_PATTERN = re.compile(
 )
 
 
+def excerpt(text: str, limit: int) -> str:
+    """The start of a provider's text for a message, redacted before it is cut: a key the
+    provider echoed must not survive as a prefix that no longer matches it whole."""
+    return redact(text.strip())[:limit]
+
+
 def redact_log(text: str) -> str:
     """`redact`, and header-shaped credentials (``Authorization: ...``) even unregistered:
     for log and trace lines, whose diagnostic text may quote a request."""
@@ -208,6 +214,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
     "credential_parts",
+    "excerpt",
     "is_secret_name",
     "redact",
     "redact_log",

@@ -126,7 +126,9 @@ class PluginsSettings(Section):
     """When true, a plugin that fails to import or start stops the host."""
 
 
-ProviderKind = Literal["anthropic", "openai", "openrouter", "openai-compatible", "echo"]
+ProviderKind = Literal[
+    "anthropic", "openai", "openrouter", "openai-compatible", "openai-responses", "gemini", "echo"
+]
 BUILTIN_KINDS: tuple[str, ...] = get_args(ProviderKind)
 
 
@@ -142,7 +144,8 @@ class ProviderSettings(Section):
     kind: str
     """One of `provider_kinds()`."""
     base_url: str | None = None
-    """anthropic: the root (POST {base_url}/v1/messages); openai-family: the API base."""
+    """anthropic and gemini: the root (POST {base_url}/v1/messages; {base_url}/v1beta/models/
+    MODEL:streamGenerateContent); openai-family and openai-responses: the API base (…/v1)."""
     api_key_env: str | None = None
     """The environment variable that holds the key; the key itself never goes in a file."""
     connect_timeout_s: float = 10.0

@@ -1,14 +1,15 @@
 """The HTTP client's share of a streamed chunk, at many concurrent streams: httpx (on
-httpcore, and on agentcore's `StreamTransport`) vs aiohttp.
+httpcore) vs aiohttp, the client agentcore's providers use.
 
 `bench/mcpl_router.py` finds the host's CPU per chunk at 1000 concurrent streams
 dominated by the HTTP client stack. This isolates that stack: N concurrent SSE
 streams from the loopback provider (`agentcore.testing`, on its own thread), each
 `--chunks` text chunks `--interval` seconds apart, read on this thread by
 (a) one pooled `httpx.AsyncClient` on its default transport (httpcore, `aiter_bytes`),
-(b) one `aiohttp.ClientSession` (`iter_any`), and (c) one `httpx.AsyncClient` on
-`agentcore.providers.transport.StreamTransport` (what the adapters use), in the same
-run. It prints the CPU time of the reading thread per chunk and the ratios to (a).
+and (b) one `aiohttp.ClientSession` (`iter_any`; what the providers' driver reads
+with), in the same run. (The hand-written HTTP/1.1 transport this once also measured,
+at aiohttp's CPU per chunk, is gone: aiohttp replaced it.) It prints the CPU time of
+the reading thread per chunk and the ratios to (a).
 Only the bytes are read: no SSE decoding, no kernel, so the difference is the clients'.
 
     .venv/bin/python bench/http_clients.py [--streams 1000] [--chunks 20] [--interval 0.1]
@@ -24,7 +25,6 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 import httpx
 
-from agentcore.providers.transport import StreamTransport
 from agentcore.testing import LoopbackServer, Scenario
 
 BODY = {
@@ -51,11 +51,6 @@ async def read_with_httpx(client: httpx.AsyncClient, url: str, streams: int) -> 
 async def with_httpx(url: str, streams: int) -> int:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
     return await read_with_httpx(httpx.AsyncClient(limits=limits, timeout=60), url, streams)
-
-
-async def with_stream_transport(url: str, streams: int) -> int:
-    client = httpx.AsyncClient(transport=StreamTransport(), timeout=60)
-    return await read_with_httpx(client, url, streams)
 
 
 async def with_aiohttp(url: str, streams: int) -> int:
@@ -95,7 +90,6 @@ def main() -> None:
     clients = {
         "(a) httpx, httpcore": with_httpx,
         "(b) aiohttp": with_aiohttp,
-        "(c) httpx, StreamTransport": with_stream_transport,
     }
     server = LoopbackServer().start_in_thread()
     try:

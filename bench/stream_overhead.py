@@ -7,15 +7,17 @@ by the loopback server (`agentcore.testing`, on its own thread) and consumed by
   (b) `kernel.stream` with every default plugin discovered from entry points,
   (c) the official `openai` SDK, `chat.completions.create(stream=True)`,
   (d) LiteLLM's `acompletion(stream=True)`,
+  (e), (f) `kernel.stream` as (b), on the OpenAI Responses and the Gemini wires (each
+      wire's own stream of the same text chunks),
 
 in one run; (a) reads through httpx's default transport (httpcore), (b) through the
-adapters' `StreamTransport` under httpx. CPU is `time.thread_time()` of the consuming
+providers' streaming driver on aiohttp. CPU is `time.thread_time()` of the consuming
 thread, so the server's own work is not counted. Start-up is taken out by running two
 sizes and dividing the difference in CPU by the difference in chunks; each size is run
 a few times,
 in rounds that interleave the peers, and the fastest run kept. Prints CPU µs per
 chunk, CPU seconds per 10,000 chunks and each ratio to (a). Targets: (b) at most
-1.2x (a), and below (c) and (d).
+1.2x (a), and below (c) and (d); (e) and (f) at most 1.1x (b).
 
     .venv/bin/python bench/stream_overhead.py [--small 10000] [--large 50000] [--repeat 5]
                                               [--peers abcd]
@@ -78,26 +80,33 @@ async def raw_httpx(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaita
     return run, client.aclose
 
 
-async def kernel_stream(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
-    folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
-    settings = server.write_settings(
-        folder / "agentcore.toml", {"bench": "openai-compatible"}, per_provider_urls=False
-    )
-    kernel = Kernel.load(settings)  # every default plugin, discovered from entry points
-    await kernel.start()
-    active = [r.name for r in kernel.records if r.state == "active"]
-    print(f"    (b) plugins active: {', '.join(active) or 'none'}")
-    request = Request(f"bench:{MODEL}", [Message.user("stream, please")], max_tokens=1_000_000)
+def kernel_stream(
+    kind: str, label: str
+) -> Callable[[LoopbackServer], Awaitable[tuple[Runner, Any]]]:
+    """`kernel.stream` on the wire of provider `kind`."""
 
-    async def run(n: int) -> int:
-        server.script(Scenario.long(n))
-        seen = 0
-        async for event in kernel.stream(request):
-            if type(event) is Token and event.visible:
-                seen += 1
-        return seen
+    async def setup(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+        folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
+        settings = server.write_settings(
+            folder / "agentcore.toml", {"bench": kind}, per_provider_urls=False
+        )
+        kernel = Kernel.load(settings)  # every default plugin, discovered from entry points
+        await kernel.start()
+        active = [r.name for r in kernel.records if r.state == "active"]
+        print(f"    {label} plugins active: {', '.join(active) or 'none'}")
+        request = Request(f"bench:{MODEL}", [Message.user("stream, please")], max_tokens=1_000_000)
 
-    return run, kernel.stop
+        async def run(n: int) -> int:
+            server.script(Scenario.long(n))
+            seen = 0
+            async for event in kernel.stream(request):
+                if type(event) is Token and event.visible:
+                    seen += 1
+            return seen
+
+        return run, kernel.stop
+
+    return setup
 
 
 async def openai_sdk(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
@@ -166,15 +175,19 @@ async def main() -> int:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--peers", default="abcd", help="which of a, b, c, d to run (a always)")
+    parser.add_argument(
+        "--peers", default="abcdef", help="which of a, b, c, d, e, f to run (a always)"
+    )
     args = parser.parse_args()
     os.environ[API_KEY_ENV] = API_KEY
 
     peers: list[tuple[str, Callable[[LoopbackServer], Awaitable[tuple[Runner, Any]]]]] = [
         ("(a) raw httpx SSE loop", raw_httpx),
-        ("(b) agentcore kernel.stream", kernel_stream),
+        ("(b) agentcore kernel.stream", kernel_stream("openai-compatible", "(b)")),
         ("(c) openai SDK", openai_sdk),
         ("(d) litellm acompletion", litellm_sdk),
+        ("(e) kernel.stream, Responses", kernel_stream("openai-responses", "(e)")),
+        ("(f) kernel.stream, Gemini", kernel_stream("gemini", "(f)")),
     ]
     results: dict[str, float] = {}
     with LoopbackServer() as server:
@@ -224,6 +237,12 @@ async def main() -> int:
             if peer in results:
                 word = "below" if kernel < results[peer] else "NOT below"
                 print(f"(b) is {word} {peer}")
+    if kernel:
+        for peer in ("(e) kernel.stream, Responses", "(f) kernel.stream, Gemini"):
+            if peer in results:
+                ratio = results[peer] / kernel
+                verdict = "meets" if ratio <= 1.1 else "MISSES"
+                print(f"{peer[:3]} {verdict} the 1.1x target against (b) ({ratio:.2f}x)")
     return 0
 
 

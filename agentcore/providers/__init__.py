@@ -31,12 +31,26 @@ def _openai(name: str, config: ProviderSettings, inference: InferenceSettings) -
     return OpenAIProvider(name, config, inference, config.kind)
 
 
+def _responses(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.responses import ResponsesProvider
+
+    return ResponsesProvider(name, config, inference)
+
+
+def _gemini(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    from agentcore.providers.gemini import GeminiProvider
+
+    return GeminiProvider(name, config, inference)
+
+
 _FACTORIES: dict[str, ProviderFactory] = {
     "echo": _echo,
     "anthropic": _anthropic,
     "openai": _openai,
     "openrouter": _openai,
     "openai-compatible": _openai,
+    "openai-responses": _responses,
+    "gemini": _gemini,
 }
 
 

@@ -1,4 +1,4 @@
-"""The Anthropic Messages API adapter, ``kind = "anthropic"``: POST ``{base_url}/v1/messages``.
+"""The Anthropic Messages API wire, ``kind = "anthropic"``: POST ``{base_url}/v1/messages``.
 
 Streamed calls read the SSE events ``message_start`` (served model, input and
 cache tokens), ``content_block_start`` / ``_delta`` / ``_stop`` (text, thinking
@@ -7,26 +7,22 @@ and signature deltas, ``tool_use`` with ``input_json_delta``), ``message_delta``
 mid-stream fails the call with the kind its ``error.type`` names. Whole calls
 read the JSON message. Thinking and tool input are streamed as invisible tokens.
 
+Two seams for a later XML tool mode: `AnthropicWire.format` builds the request body
+(tools described in the system prompt instead of ``tools``), and a translator's
+`text_parser` reads the text deltas (tool calls written as XML in the text).
+Neither is used by the native mode, which costs the hot path one ``is None`` test.
+
 The text delta is the hot path: it is handled inline, before any other dispatch,
-with one `json.loads` and a few dict lookups per event.
+with one JSON decode and a few dict lookups per event.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
-
-import httpx
+from typing import Any, ClassVar
 
 from agentcore.inference import (
-    BlockStart,
-    BlockStop,
-    BlockType,
-    Complete,
-    Failed,
-    InferenceError,
     Message,
     OutputBlock,
     Request,
@@ -39,34 +35,26 @@ from agentcore.inference import (
     Token,
     ToolResultBlock,
     ToolUseBlock,
-    Usage,
     UsageUpdate,
 )
-from agentcore.providers.base import normalize_stop
-from agentcore.providers.http import (
-    MID_STREAM,
-    body_chunks,
-    build_client,
-    drain,
-    ended_early,
-    error_from_exception,
-    error_from_payload,
+from agentcore.providers.driver import HTTPProvider
+from agentcore.providers.errors import MID_STREAM, error_from_payload
+from agentcore.providers.sse import EventTuple
+from agentcore.providers.wire import (
+    HttpCall,
+    TextParser,
+    Translator,
+    Wire,
     fast_loads,
-    is_event_stream,
-    not_json,
-    open_stream,
-    post_json,
     read_usage,
-    replay_body,
     resolve_key,
-    unreadable,
 )
-from agentcore.providers.sse import SSEDecoder
 from agentcore.settings import InferenceSettings, ProviderSettings
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 KEY_ENV = "ANTHROPIC_API_KEY"
+PATH = "/v1/messages"
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -79,7 +67,15 @@ STOP_REASONS: dict[str, StopReason] = {
     "model_context_window_exceeded": "max_tokens",
 }
 
-_loads = json.loads
+USAGE_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_input_tokens": "cache_read_tokens",
+    "cache_creation_input_tokens": "cache_creation_tokens",
+}
+
+
+# -- the request ----------------------------------------------------------------------------
 
 
 def request_body(request: Request, model: str, *, stream: bool) -> dict[str, Any]:
@@ -132,83 +128,129 @@ def _message(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": content}
 
 
-USAGE_FIELDS = {
-    "input_tokens": "input_tokens",
-    "output_tokens": "output_tokens",
-    "cache_read_input_tokens": "cache_read_tokens",
-    "cache_creation_input_tokens": "cache_creation_tokens",
-}
+# -- the wire -----------------------------------------------------------------------------------
 
 
-def _usage(data: Any, into: Usage) -> Usage:
-    return read_usage(data, into, USAGE_FIELDS)
+class AnthropicWire(Wire):
+    """The Messages API for one provider: its key in ``x-api-key``, the API version pinned."""
 
-
-def _tool_input(raw: str) -> dict[str, Any]:
-    """The accumulated input JSON; ``{}`` when there is none or it was cut off mid-way."""
-    if not raw:
-        return {}
-    try:
-        value = _loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-class _Block:
-    __slots__ = ("id", "ignored", "index", "name", "parts", "signature", "stopped", "type")
-
-    def __init__(
-        self, index: int, type: BlockType, id: str = "", name: str = "", ignored: bool = False
-    ) -> None:
-        self.index = index
-        self.type: BlockType = type
-        self.parts: list[str] = []
-        self.id = id
-        self.name = name
-        self.signature: str | None = None
-        self.stopped = ignored
-        self.ignored = ignored
-
-    def build(self) -> OutputBlock:
-        text = "".join(self.parts)
-        if self.type == "text":
-            return TextBlock(text)
-        if self.type == "thinking":
-            return ThinkingBlock(text, self.signature)
-        return ToolUseBlock(self.id, self.name, _tool_input(text))
-
-
-class AnthropicProvider:
-    kind = "anthropic"
+    format: ClassVar[Callable[..., dict[str, Any]]] = staticmethod(request_body)
+    """Request -> body; XML tool mode puts its own here."""
 
     def __init__(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> None:
         self.name = name
         self.unknown_stop = inference.unknown_stop
+        self.base_url = config.base_url or DEFAULT_BASE_URL
         key = resolve_key(name, config, KEY_ENV, required=True)
-        headers = {"anthropic-version": API_VERSION, "accept": "application/json"}
+        self.headers = {"anthropic-version": API_VERSION, "accept": "application/json"}
         if key:
-            headers["x-api-key"] = key
-        self._client = build_client(config, config.base_url or DEFAULT_BASE_URL, headers)
+            self.headers["x-api-key"] = key
 
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
+        return HttpCall(PATH, self.format(request, model, stream=stream))
 
-    def _stop(self, token: str | None, sequence: str | None) -> StopInfo:
-        return normalize_stop(
-            self.name, token, STOP_REASONS, unknown_stop=self.unknown_stop, sequence=sequence
-        )
+    def translator(self, request: Request, model: str) -> AnthropicTranslator:
+        return AnthropicTranslator(self.name, model, self.unknown_stop)
 
-    # -- whole -----------------------------------------------------------------------
 
-    async def complete(self, request: Request, model: str) -> Response:
-        body = request_body(request, model, stream=False)
-        data = await post_json(self._client, "/v1/messages", body, provider=self.name, model=model)
-        return self._whole(data, model)
+class AnthropicTranslator(Translator):
+    """One Messages API reply, streamed or whole."""
 
-    def _whole(self, data: Any, model: str) -> Response:
+    __slots__ = ("stop_reason", "stop_sequence", "text_parser")
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        unknown_stop: str = "error",
+        text_parser: TextParser | None = None,
+    ) -> None:
+        super().__init__(provider, model, unknown_stop)
+        self.text_parser = text_parser
+        self.stop_reason: str | None = None
+        self.stop_sequence: str | None = None
+
+    def read(self, events: list[EventTuple], out: list[StreamEvent]) -> None:
+        blocks = self.blocks.by_index
+        loads = fast_loads
+        for name, data, _ in events:
+            try:
+                obj = loads(data)
+                kind = obj["type"]
+            except (ValueError, KeyError, TypeError):
+                if name == "ping":
+                    continue
+                raise self.not_json(data) from None
+            if kind == "content_block_delta":
+                delta = obj["delta"]
+                dtype = delta.get("type")
+                block = blocks[obj.get("index", 0)]
+                if dtype == "text_delta":
+                    text = delta["text"]
+                    if self.text_parser is None:
+                        block.parts.append(text)
+                        out.append(Token(text, "text", block.index, True))
+                    else:
+                        self.text_parser.feed(self.blocks, block, text, out)
+                elif dtype == "thinking_delta":
+                    self.blocks.add(out, block, delta["thinking"])
+                elif dtype == "input_json_delta":
+                    self.blocks.add(out, block, delta.get("partial_json", ""))
+                elif dtype == "signature_delta":
+                    block.signature = delta.get("signature")
+                continue
+            self._event(kind, obj, out)
+            if self.done:
+                return
+
+    def _event(self, kind: str, obj: Any, out: list[StreamEvent]) -> None:
+        """Everything but a delta: blocks starting and stopping, the message's own events."""
+        if kind == "content_block_start":
+            index = obj.get("index", 0)
+            item = obj.get("content_block") or {}
+            btype = item.get("type")
+            if btype == "text":
+                block = self.blocks.start(out, index, "text")
+                if item.get("text"):
+                    self.blocks.add(out, block, item["text"])
+            elif btype == "thinking":
+                self.blocks.start(out, index, "thinking")
+            elif btype == "tool_use":
+                self.blocks.start(out, index, "tool_use", item.get("id", ""), item.get("name", ""))
+            else:
+                # Block types the normalized model has no place for (redacted thinking,
+                # server tools): their deltas are dropped.
+                self.blocks.ignore(index)
+        elif kind == "content_block_stop":
+            self.blocks.stop(out, self.blocks.by_index.get(obj.get("index", 0)))
+        elif kind == "message_start":
+            message = obj.get("message") or {}
+            self.served = message.get("model") or self.served
+            read_usage(message.get("usage"), self.usage, USAGE_FIELDS)
+            out.append(UsageUpdate(replace(self.usage)))
+        elif kind == "message_delta":
+            delta = obj.get("delta") or {}
+            self.stop_reason = delta.get("stop_reason") or self.stop_reason
+            self.stop_sequence = delta.get("stop_sequence") or self.stop_sequence
+            # The stop reason came: only message_stop may be lost now, the reply is whole.
+            self.finished = self.stop_reason is not None
+            if "usage" in obj:
+                read_usage(obj["usage"], self.usage, USAGE_FIELDS)
+                out.append(UsageUpdate(replace(self.usage)))
+        elif kind == "message_stop":
+            self.finished = self.done = True
+        elif kind == "error":
+            raise error_from_payload(
+                obj, provider=self.provider, model=self.model, prefix=MID_STREAM
+            )
+        # "ping" and event types added later: nothing to do.
+
+    def stop(self) -> StopInfo:
+        return self.normalized_stop(self.stop_reason, STOP_REASONS, self.stop_sequence)
+
+    def whole(self, data: Any) -> Response:
         if not isinstance(data, dict) or data.get("type") == "error" or "error" in data:
-            raise error_from_payload(data, provider=self.name, model=model, status=200)
+            raise error_from_payload(data, provider=self.provider, model=self.model, status=200)
         content: list[OutputBlock] = []
         for item in data.get("content") or ():
             kind = item.get("type")
@@ -225,156 +267,14 @@ class AnthropicProvider:
                         value if isinstance(value, dict) else {},
                     )
                 )
-        stop = self._stop(data.get("stop_reason"), data.get("stop_sequence"))
-        return Response(
-            content,
-            stop,
-            _usage(data.get("usage"), Usage()),
-            model,
-            data.get("model") or model,
-            self.name,
-        )
+        self.stop_reason, self.stop_sequence = data.get("stop_reason"), data.get("stop_sequence")
+        self.served = data.get("model")
+        read_usage(data.get("usage"), self.usage, USAGE_FIELDS)
+        return self.response(content, self.stop())
 
-    # -- streamed --------------------------------------------------------------------
 
-    async def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
-        body = request_body(request, model, stream=True)
-        name = self.name
-        blocks: dict[int, _Block] = {}
-        usage = Usage()
-        served: str | None = None
-        stop_reason: str | None = None
-        stop_sequence: str | None = None
-        finished = False
-        decoder = SSEDecoder()
-        loads = fast_loads
-        try:
-            async with open_stream(
-                self._client, "/v1/messages", body, provider=name, model=model
-            ) as response:
-                if not is_event_stream(response):
-                    # A JSON body where a stream was asked for: an error, or a whole reply.
-                    for event in await replay_body(
-                        response, lambda data: self._whole(data, model), provider=name, model=model
-                    ):
-                        yield event
-                    return
-                chunks = body_chunks(response)
-                while True:
-                    chunk = await anext(chunks, None)
-                    events = (
-                        decoder.feed_tuples(chunk) if chunk is not None else decoder.close_tuples()
-                    )
-                    for name_, data, _ in events:
-                        try:
-                            obj = loads(data)
-                            kind = obj["type"]
-                        except (ValueError, KeyError, TypeError):
-                            if name_ == "ping":
-                                continue
-                            yield Failed(not_json(data, provider=name, model=model))
-                            return
-                        if kind == "content_block_delta":
-                            delta = obj["delta"]
-                            dtype = delta.get("type")
-                            index = obj.get("index", 0)
-                            if dtype == "text_delta":
-                                text = delta["text"]
-                                blocks[index].parts.append(text)
-                                yield Token(text, "text", index, True)
-                            elif dtype == "thinking_delta":
-                                text = delta["thinking"]
-                                blocks[index].parts.append(text)
-                                yield Token(text, "thinking", index, False)
-                            elif dtype == "input_json_delta":
-                                text = delta.get("partial_json", "")
-                                blocks[index].parts.append(text)
-                                yield Token(text, "tool_use", index, False)
-                            elif dtype == "signature_delta":
-                                blocks[index].signature = delta.get("signature")
-                            continue
-                        if kind == "content_block_start":
-                            index = obj.get("index", 0)
-                            item = obj.get("content_block") or {}
-                            btype = item.get("type")
-                            if btype == "text":
-                                blocks[index] = _Block(index, "text")
-                                yield BlockStart(index, "text")
-                                if item.get("text"):
-                                    blocks[index].parts.append(item["text"])
-                                    yield Token(item["text"], "text", index, True)
-                            elif btype == "thinking":
-                                blocks[index] = _Block(index, "thinking")
-                                yield BlockStart(index, "thinking")
-                            elif btype == "tool_use":
-                                block = _Block(
-                                    index, "tool_use", item.get("id", ""), item.get("name", "")
-                                )
-                                blocks[index] = block
-                                yield BlockStart(index, "tool_use", block.name, block.id)
-                            else:
-                                # Block types the normalized model has no place for
-                                # (redacted thinking, server tools): their deltas are dropped.
-                                blocks[index] = _Block(index, "text", ignored=True)
-                        elif kind == "content_block_stop":
-                            ended = blocks.get(obj.get("index", 0))
-                            if ended is not None and not ended.stopped:
-                                ended.stopped = True
-                                yield BlockStop(ended.index, ended.build())
-                        elif kind == "message_start":
-                            message = obj.get("message") or {}
-                            served = message.get("model") or served
-                            _usage(message.get("usage"), usage)
-                            yield UsageUpdate(replace(usage))
-                        elif kind == "message_delta":
-                            delta = obj.get("delta") or {}
-                            stop_reason = delta.get("stop_reason") or stop_reason
-                            stop_sequence = delta.get("stop_sequence") or stop_sequence
-                            if "usage" in obj:
-                                _usage(obj["usage"], usage)
-                                yield UsageUpdate(replace(usage))
-                        elif kind == "message_stop":
-                            finished = True
-                            break
-                        elif kind == "error":
-                            yield Failed(
-                                error_from_payload(
-                                    obj, provider=name, model=model, prefix=MID_STREAM
-                                )
-                            )
-                            return
-                        # "ping" and event types added later: nothing to do.
-                    if finished or chunk is None:
-                        break
-                if chunk is not None:
-                    await drain(chunks)
-        except httpx.HTTPError as exc:
-            if stop_reason is None:
-                yield Failed(error_from_exception(exc, provider=name, model=model))
-                return
-            # The stop reason came, only message_stop was lost: the reply is whole.
-        except InferenceError as error:
-            yield Failed(error)
-            return
-        except (AttributeError, TypeError, KeyError, IndexError) as exc:
-            yield Failed(unreadable(exc, provider=name, model=model))
-            return
-        if not finished and stop_reason is None:
-            yield Failed(ended_early(provider=name, model=model))
-            return
-        try:
-            stop = self._stop(stop_reason, stop_sequence)
-        except InferenceError as error:
-            yield Failed(error)
-            return
-        content: list[OutputBlock] = []
-        for index in sorted(blocks):
-            block = blocks[index]
-            if block.ignored:
-                continue
-            built = block.build()
-            if not block.stopped:
-                block.stopped = True
-                yield BlockStop(index, built)
-            content.append(built)
-        yield Complete(Response(content, stop, usage, model, served or model, name))
+class AnthropicProvider(HTTPProvider):
+    kind = "anthropic"
+
+    def __init__(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> None:
+        super().__init__(name, config, AnthropicWire(name, config, inference))

@@ -1,4 +1,4 @@
-"""The chat-completions adapter for ``openai``, ``openrouter`` and ``openai-compatible``.
+"""The chat-completions wire for ``openai``, ``openrouter`` and ``openai-compatible``.
 
 One wire format, three kinds that differ only in defaults: the base URL, the
 key's environment variable, whether a key is required (not for
@@ -15,25 +15,18 @@ Two ways a 200 can still fail, both documented OpenRouter behaviour: an
 whose whole body is an error object fails with that error's message.
 SSE comments (``: OPENROUTER PROCESSING``) are skipped by the decoder.
 
-The content delta is the hot path: one `json.loads` and a handful of dict
+The content delta is the hot path: one JSON decode and a handful of dict
 lookups per chunk, the Token built positionally.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
-
-import httpx
+from typing import Any, NamedTuple
 
 from agentcore.inference import (
-    BlockStart,
-    BlockStop,
     BlockType,
-    Complete,
-    Failed,
     InferenceError,
     Message,
     OutputBlock,
@@ -50,27 +43,23 @@ from agentcore.inference import (
     Usage,
     UsageUpdate,
 )
-from agentcore.providers.base import normalize_stop
-from agentcore.providers.http import (
-    MID_STREAM,
-    body_chunks,
-    build_client,
-    drain,
-    ended_early,
-    error_from_exception,
-    error_from_payload,
+from agentcore.providers.driver import HTTPProvider
+from agentcore.providers.errors import MID_STREAM, error_from_payload
+from agentcore.providers.sse import EventTuple
+from agentcore.providers.wire import (
+    Block,
+    Blocks,
+    HttpCall,
+    Translator,
+    Wire,
     fast_loads,
-    is_event_stream,
-    not_json,
-    open_stream,
-    post_json,
+    json_object,
     read_usage,
-    replay_body,
     resolve_key,
-    unreadable,
 )
-from agentcore.providers.sse import SSEDecoder
 from agentcore.settings import InferenceSettings, ProviderSettings
+
+PATH = "/chat/completions"
 
 STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
@@ -82,21 +71,14 @@ STOP_REASONS: dict[str, StopReason] = {
 
 FINISH_ERROR = "The provider ended the inference with an error (finish_reason 'error')"
 
-_loads = json.loads
 
-
-class Flavor:
+class Flavor(NamedTuple):
     """What sets one kind of the family apart from the others."""
 
-    __slots__ = ("base_url", "key_env", "key_required", "max_tokens_field")
-
-    def __init__(
-        self, base_url: str | None, key_env: str | None, key_required: bool, max_tokens_field: str
-    ) -> None:
-        self.base_url = base_url
-        self.key_env = key_env
-        self.key_required = key_required
-        self.max_tokens_field = max_tokens_field
+    base_url: str | None
+    key_env: str | None
+    key_required: bool
+    max_tokens_field: str
 
 
 FLAVORS: dict[str, Flavor] = {
@@ -115,27 +97,17 @@ def request_body(
         messages.append({"role": "system", "content": request.system})
     for message in request.messages:
         messages.extend(_messages(message))
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": messages,
-        max_tokens_field: request.max_tokens,
-    }
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    body[max_tokens_field] = request.max_tokens
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.stop_sequences:
         body["stop"] = list(request.stop_sequences)
     if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                },
-            }
-            for t in request.tools
-        ]
+        body["tools"] = tools = []
+        for t in request.tools:
+            function = {"name": t.name, "description": t.description, "parameters": t.input_schema}
+            tools.append({"type": "function", "function": function})
     body.update(request.extras)
     body["stream"] = stream
     if stream:
@@ -152,13 +124,8 @@ def _messages(message: Message) -> list[dict[str, Any]]:
         if isinstance(block, TextBlock):
             texts.append(block.text)
         elif isinstance(block, ToolUseBlock):
-            calls.append(
-                {
-                    "id": block.id,
-                    "type": "function",
-                    "function": {"name": block.name, "arguments": json.dumps(block.input)},
-                }
-            )
+            function = {"name": block.name, "arguments": json.dumps(block.input)}
+            calls.append({"id": block.id, "type": "function", "function": function})
         elif isinstance(block, ToolResultBlock):
             out.append(
                 {"role": "tool", "tool_call_id": block.tool_use_id, "content": block.content}
@@ -190,46 +157,14 @@ def _usage(data: Any, into: Usage) -> Usage:
     return into
 
 
-def _arguments(raw: str) -> dict[str, Any]:
-    """Tool arguments; ``{}`` when there are none or they were cut off mid-way."""
-    if not raw:
-        return {}
-    try:
-        value = _loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-class _Block:
-    __slots__ = ("id", "index", "name", "parts", "stopped", "type")
-
-    def __init__(self, index: int, type: BlockType, id: str = "", name: str = "") -> None:
-        self.index = index
-        self.type: BlockType = type
-        self.parts: list[str] = []
-        self.id = id
-        self.name = name
-        self.stopped = False
-
-    def build(self) -> OutputBlock:
-        text = "".join(self.parts)
-        if self.type == "text":
-            return TextBlock(text)
-        if self.type == "thinking":
-            return ThinkingBlock(text)
-        return ToolUseBlock(self.id, self.name, _arguments(text))
-
-
-class OpenAIProvider:
-    """One ``[providers.NAME]`` of kind ``openai``, ``openrouter`` or ``openai-compatible``."""
+class OpenAIWire(Wire):
+    """Chat completions for one provider of the family: its key as a bearer token."""
 
     def __init__(
         self, name: str, config: ProviderSettings, inference: InferenceSettings, kind: str
     ) -> None:
         flavor = FLAVORS[kind]
         self.name = name
-        self.kind = kind
         self.unknown_stop = inference.unknown_stop
         self.max_tokens_field = flavor.max_tokens_field
         base_url = config.base_url or flavor.base_url
@@ -240,16 +175,136 @@ class OpenAIProvider:
                 retryable=False,
                 provider=name,
             )
+        self.base_url = base_url
         key = resolve_key(name, config, flavor.key_env, required=flavor.key_required)
-        headers = {"accept": "application/json"}
+        self.headers = {"accept": "application/json"}
         if key:
-            headers["authorization"] = f"Bearer {key}"
-        self._client = build_client(config, base_url, headers)
+            self.headers["authorization"] = f"Bearer {key}"
 
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
+        body = request_body(request, model, stream=stream, max_tokens_field=self.max_tokens_field)
+        return HttpCall(PATH, body)
 
-    def _stop(self, request: Request, finish: str | None, native: Any, refused: bool) -> StopInfo:
+    def translator(self, request: Request, model: str) -> OpenAITranslator:
+        return OpenAITranslator(self.name, model, self.unknown_stop, request.stop_sequences)
+
+
+class OpenAITranslator(Translator):
+    """One chat-completions reply, streamed or whole."""
+
+    __slots__ = (
+        "current",
+        "finish",
+        "native",
+        "refused",
+        "stop_sequences",
+        "text_block",
+        "tools",
+    )
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        unknown_stop: str = "error",
+        stop_sequences: list[str] | tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(provider, model, unknown_stop)
+        self.stop_sequences = stop_sequences
+        self.current: Block | None = None
+        """The open text or thinking block."""
+        self.text_block: Block | None = None
+        """The open block when it is text: the hot path appends to it."""
+        self.tools: dict[int, Block] = {}
+        self.finish: str | None = None
+        self.native: Any = None
+        self.refused = False
+
+    def read(self, events: list[EventTuple], out: list[StreamEvent]) -> None:
+        loads = fast_loads
+        for _, data, _ in events:
+            if data == "[DONE]":
+                self.done = True
+                return
+            try:
+                obj = loads(data)
+            except ValueError:
+                raise self.not_json(data) from None
+            if obj.get("error"):
+                raise self._mid_stream(obj["error"])
+            choices = obj.get("choices")
+            if choices:
+                choice = choices[0]
+                delta = choice.get("delta")
+                if delta:
+                    text = delta.get("content")
+                    block = self.text_block
+                    if text and block is not None and len(delta) == 1:
+                        # The usual chunk: one more piece of the open text block.
+                        block.parts.append(text)
+                        out.append(Token(text, "text", block.index, True))
+                    else:
+                        self._delta(delta, out)
+                reason = choice.get("finish_reason")
+                if reason:
+                    self._finish(choice, reason)
+            elif obj.get("object") == "error":  # vLLM's error shape, mid-stream
+                raise self._mid_stream(obj)
+            if self.served is None:
+                self.served = obj.get("model")
+            if obj.get("usage"):
+                _usage(obj["usage"], self.usage)
+                out.append(UsageUpdate(replace(self.usage)))
+
+    def _mid_stream(self, error: Any, status: int | None = None) -> InferenceError:
+        return error_from_payload(
+            error, provider=self.provider, model=self.model, prefix=MID_STREAM, status=status
+        )
+
+    def _finish(
+        self, choice: dict[str, Any], reason: str | None, status: int | None = None
+    ) -> None:
+        """The choice's finish reason; ``error`` fails the call (status: a whole call's 200)."""
+        self.finish = reason
+        self.native = choice.get("stop_reason", choice.get("native_finish_reason"))
+        # The finish reason came: only the usage chunk or [DONE] may be lost now.
+        self.finished = True
+        if reason == "error":
+            error = choice.get("error")
+            if error:
+                raise self._mid_stream(error, status)
+            raise InferenceError("server", FINISH_ERROR, provider=self.provider, model=self.model)
+
+    def _switch(self, type: BlockType, out: list[StreamEvent]) -> Block:
+        current = self.current
+        if current is not None and current.type == type:
+            return current
+        self.blocks.stop(out, current)
+        block = self.current = self.blocks.start(out, self.blocks.next_index, type)
+        self.text_block = block if type == "text" else None
+        return block
+
+    def _delta(self, delta: dict[str, Any], out: list[StreamEvent]) -> None:
+        """A delta off the hot path: reasoning, a new block, refusal, tool calls."""
+        reasoning = delta.get("reasoning")
+        if reasoning is None:
+            reasoning = delta.get("reasoning_content")
+        if reasoning and isinstance(reasoning, str):
+            self.blocks.add(out, self._switch("thinking", out), reasoning)
+        text = delta.get("content")
+        if not text:
+            text = delta.get("refusal")
+            if text:
+                self.refused = True
+        if text and isinstance(text, str):
+            self.blocks.add(out, self._switch("text", out), text)
+        calls = delta.get("tool_calls")
+        if calls:
+            self.blocks.stop(out, self.current)
+            self.current = self.text_block = None
+            _tool_deltas(calls, self.tools, self.blocks, out)
+
+    def stop(self) -> StopInfo:
         """The stop for a finish_reason, sharpened by what else the provider said.
 
         ``stop`` covers both a natural end and a stop sequence; vLLM names the
@@ -257,39 +312,24 @@ class OpenAIProvider:
         "stop_sequence"``, so either makes it ``stop_sequence``. A refusal delta
         with a plain ``stop`` is a refusal.
         """
+        finish, native = self.finish, self.native
         if finish == "stop":
-            if isinstance(native, str) and native in request.stop_sequences:
+            if isinstance(native, str) and native in self.stop_sequences:
                 return StopInfo("stop_sequence", finish, native)
             if native == "stop_sequence":
                 return StopInfo("stop_sequence", finish)
-            if refused:
+            if self.refused:
                 return StopInfo("refusal", finish)
-        return normalize_stop(self.name, finish, STOP_REASONS, unknown_stop=self.unknown_stop)
+        return self.normalized_stop(finish, STOP_REASONS)
 
-    # -- whole -----------------------------------------------------------------------
-
-    async def complete(self, request: Request, model: str) -> Response:
-        body = request_body(request, model, stream=False, max_tokens_field=self.max_tokens_field)
-        data = await post_json(
-            self._client, "/chat/completions", body, provider=self.name, model=model
-        )
-        return self._whole(request, data, model)
-
-    def _whole(self, request: Request, data: Any, model: str) -> Response:
+    def whole(self, data: Any) -> Response:
         if not isinstance(data, dict) or data.get("error"):
             # OpenRouter answers 200 with only an error object when the model failed.
             error = data.get("error") if isinstance(data, dict) else data
-            raise error_from_payload(error, provider=self.name, model=model, status=200)
+            raise error_from_payload(error, provider=self.provider, model=self.model, status=200)
         choices = data.get("choices") or [{}]
         choice = choices[0] if isinstance(choices[0], dict) else {}
-        finish = choice.get("finish_reason")
-        if finish == "error":
-            error = choice.get("error")
-            if error:
-                raise error_from_payload(
-                    error, provider=self.name, model=model, status=200, prefix=MID_STREAM
-                )
-            raise InferenceError("server", FINISH_ERROR, provider=self.name, model=model)
+        self._finish(choice, choice.get("finish_reason"), status=200)
         message = choice.get("message") or {}
         content: list[OutputBlock] = []
         reasoning = message.get("reasoning") or message.get("reasoning_content")
@@ -312,212 +352,20 @@ class OpenAIProvider:
                     function.get("name", ""),
                     arguments
                     if isinstance(arguments, dict)
-                    else _arguments(arguments if isinstance(arguments, str) else ""),
+                    else json_object(arguments if isinstance(arguments, str) else ""),
                 )
             )
-        native = choice.get("stop_reason", choice.get("native_finish_reason"))
-        stop = self._stop(request, finish, native, bool(refusal))
-        return Response(
-            content,
-            stop,
-            _usage(data.get("usage"), Usage()),
-            model,
-            data.get("model") or model,
-            self.name,
-        )
-
-    # -- streamed --------------------------------------------------------------------
-
-    async def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
-        body = request_body(request, model, stream=True, max_tokens_field=self.max_tokens_field)
-        name = self.name
-        state = _StreamState()
-        # The open text block, kept in locals: the per-chunk path touches nothing else.
-        text_parts: list[str] | None = None
-        text_index = 0
-        decoder = SSEDecoder()
-        loads = fast_loads
-        done = False
-        try:
-            async with open_stream(
-                self._client, "/chat/completions", body, provider=name, model=model
-            ) as response:
-                if not is_event_stream(response):
-                    # A JSON body where a stream was asked for: an error object, or a whole reply.
-                    for event in await replay_body(
-                        response,
-                        lambda data: self._whole(request, data, model),
-                        provider=name,
-                        model=model,
-                    ):
-                        yield event
-                    return
-                chunks = body_chunks(response)
-                chunk: bytes | None = b""
-                while not done:
-                    chunk = await anext(chunks, None)
-                    if chunk is None:
-                        events = decoder.close_tuples()
-                        done = True
-                    else:
-                        events = decoder.feed_tuples(chunk)
-                    for _, data, _ in events:
-                        if data == "[DONE]":
-                            done = True
-                            break
-                        try:
-                            obj = loads(data)
-                        except ValueError:
-                            yield Failed(not_json(data, provider=name, model=model))
-                            return
-                        if obj.get("error"):
-                            yield Failed(
-                                error_from_payload(
-                                    obj["error"], provider=name, model=model, prefix=MID_STREAM
-                                )
-                            )
-                            return
-                        choices = obj.get("choices")
-                        if choices:
-                            choice = choices[0]
-                            delta = choice.get("delta")
-                            if delta:
-                                text = delta.get("content")
-                                if text and text_parts is not None and len(delta) == 1:
-                                    # The usual chunk: one more piece of the open text block.
-                                    text_parts.append(text)
-                                    yield Token(text, "text", text_index, True)
-                                else:
-                                    for event in state.delta(delta):
-                                        yield event
-                                    current = state.current
-                                    if current is not None and current.type == "text":
-                                        text_parts, text_index = current.parts, current.index
-                                    else:
-                                        text_parts = None
-                            reason = choice.get("finish_reason")
-                            if reason:
-                                state.finish = reason
-                                state.native = choice.get(
-                                    "stop_reason", choice.get("native_finish_reason")
-                                )
-                                if reason == "error":
-                                    yield Failed(_finish_error(choice, name, model))
-                                    return
-                        elif obj.get("object") == "error":  # vLLM's error shape, mid-stream
-                            yield Failed(
-                                error_from_payload(
-                                    obj, provider=name, model=model, prefix=MID_STREAM
-                                )
-                            )
-                            return
-                        if state.served is None:
-                            state.served = obj.get("model")
-                        if obj.get("usage"):
-                            _usage(obj["usage"], state.usage)
-                            yield UsageUpdate(replace(state.usage))
-                if chunk is not None:
-                    await drain(chunks)
-        except httpx.HTTPError as exc:
-            if state.finish is None:
-                yield Failed(error_from_exception(exc, provider=name, model=model))
-                return
-            # The finish reason came, only the usage chunk or [DONE] was lost: the reply is whole.
-        except InferenceError as error:
-            yield Failed(error)
-            return
-        except (AttributeError, TypeError, KeyError, IndexError) as exc:
-            yield Failed(unreadable(exc, provider=name, model=model))
-            return
-        if state.finish is None:
-            yield Failed(ended_early(provider=name, model=model))
-            return
-        try:
-            stop = self._stop(request, state.finish, state.native, state.refused)
-        except InferenceError as error:
-            yield Failed(error)
-            return
-        content: list[OutputBlock] = []
-        for block in state.blocks:
-            built = block.build()
-            if not block.stopped:
-                block.stopped = True
-                yield BlockStop(block.index, built)
-            content.append(built)
-        yield Complete(Response(content, stop, state.usage, model, state.served or model, name))
-
-
-def _finish_error(choice: dict[str, Any], provider: str, model: str) -> InferenceError:
-    error = choice.get("error")
-    if error:
-        return error_from_payload(error, provider=provider, model=model, prefix=MID_STREAM)
-    return InferenceError("server", FINISH_ERROR, provider=provider, model=model)
-
-
-class _StreamState:
-    """Everything but the hot path of one stream: blocks, tool calls, finish, usage."""
-
-    __slots__ = ("blocks", "current", "finish", "native", "refused", "served", "tools", "usage")
-
-    def __init__(self) -> None:
-        self.blocks: list[_Block] = []
-        self.current: _Block | None = None  # the open text or thinking block
-        self.tools: dict[int, _Block] = {}
-        self.usage = Usage()
-        self.served: str | None = None
-        self.finish: str | None = None
-        self.native: Any = None
-        self.refused = False
-
-    def _switch(self, type: BlockType, events: list[StreamEvent]) -> _Block:
-        current = self.current
-        if current is not None and current.type == type:
-            return current
-        if current is not None:
-            current.stopped = True
-            events.append(BlockStop(current.index, current.build()))
-        block = _Block(len(self.blocks), type)
-        self.blocks.append(block)
-        self.current = block
-        events.append(BlockStart(block.index, type))
-        return block
-
-    def delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
-        """Events for a delta off the hot path: reasoning, a new block, refusal, tool calls."""
-        events: list[StreamEvent] = []
-        reasoning = delta.get("reasoning")
-        if reasoning is None:
-            reasoning = delta.get("reasoning_content")
-        if reasoning and isinstance(reasoning, str):
-            block = self._switch("thinking", events)
-            block.parts.append(reasoning)
-            events.append(Token(reasoning, "thinking", block.index, False))
-        text = delta.get("content")
-        if not text:
-            text = delta.get("refusal")
-            if text:
-                self.refused = True
-        if text and isinstance(text, str):
-            block = self._switch("text", events)
-            block.parts.append(text)
-            events.append(Token(text, "text", block.index, True))
-        calls = delta.get("tool_calls")
-        if calls:
-            current = self.current
-            if current is not None:
-                current.stopped = True
-                events.append(BlockStop(current.index, current.build()))
-                self.current = None
-            events.extend(_tool_deltas(calls, self.tools, self.blocks))
-        return events
+        self.refused = bool(refusal)
+        self.served = data.get("model")
+        _usage(data.get("usage"), self.usage)
+        return self.response(content, self.stop())
 
 
 def _tool_deltas(
-    calls: list[Any], tools: dict[int, _Block], blocks: list[_Block]
-) -> list[StreamEvent]:
+    calls: list[Any], tools: dict[int, Block], blocks: Blocks, out: list[StreamEvent]
+) -> None:
     """Accumulate tool-call fragments by their ``index``; a new ``id`` at a known index
     (some servers number every call 0) starts a new call."""
-    events: list[StreamEvent] = []
     for position, call in enumerate(calls):
         if not isinstance(call, dict):
             continue
@@ -526,10 +374,9 @@ def _tool_deltas(
         call_id = call.get("id")
         block = tools.get(index)
         if block is None or (call_id and block.id and call_id != block.id):
-            block = _Block(len(blocks), "tool_use", call_id or "", function.get("name") or "")
+            name = function.get("name") or ""
+            block = blocks.start(out, blocks.next_index, "tool_use", call_id or "", name)
             tools[index] = block
-            blocks.append(block)
-            events.append(BlockStart(block.index, "tool_use", block.name, block.id))
         else:
             if call_id and not block.id:
                 block.id = call_id
@@ -539,6 +386,14 @@ def _tool_deltas(
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments)
         if arguments:
-            block.parts.append(arguments)
-            events.append(Token(arguments, "tool_use", block.index, False))
-    return events
+            blocks.add(out, block, arguments)
+
+
+class OpenAIProvider(HTTPProvider):
+    """One ``[providers.NAME]`` of kind ``openai``, ``openrouter`` or ``openai-compatible``."""
+
+    def __init__(
+        self, name: str, config: ProviderSettings, inference: InferenceSettings, kind: str
+    ) -> None:
+        super().__init__(name, config, OpenAIWire(name, config, inference, kind))
+        self.kind = kind

@@ -7,9 +7,11 @@ below is stable; it only grows.
 The server
 ----------
 `LoopbackServer` is an aiohttp server on 127.0.0.1 (port 0: any free port) that
-speaks the Anthropic Messages API (``POST /v1/messages``) and OpenAI chat
-completions (``POST /v1/chat/completions``), streamed (SSE) or whole, and plays
-one scripted `Scenario` per call::
+speaks the Anthropic Messages API (``POST /v1/messages``), OpenAI chat completions
+(``POST /v1/chat/completions``), the OpenAI Responses API (``POST /v1/responses``)
+and Gemini (``POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`` and
+``:generateContent``), streamed (SSE) or whole, and plays one scripted `Scenario`
+per call::
 
     async with LoopbackServer() as server:          # on the current event loop
         server.script(Scenario.text("Hello there"), Scenario.rate_limit(retry_after=2))
@@ -24,30 +26,40 @@ where ``server.base_url(wire, "NAME")`` points. A call with nothing queued plays
 ``server.default`` (e.g. ``LoopbackServer(default=Scenario.echo())``), or gets an
 HTTP 400 saying nothing was scripted.
 
-Every scenario plays on both wires, streamed or whole as the request asks:
+Every scenario plays on every wire (each in its own words, `agentcore.testing.wires`),
+streamed or whole as the request asks; one that a wire cannot say is answered 400:
 
-- ``Scenario.text("Hi there")``: a normal end (``end_turn``; openai ``stop``)
-- ``Scenario.max_tokens()``: ``max_tokens`` (openai ``length``)
-- ``Scenario.stop_sequence(sequence="END")``: ``stop_sequence`` (openai: vLLM's ``stop_reason``)
-- ``Scenario.refusal()``: ``refusal`` (openai ``content_filter``)
+- ``Scenario.text("Hi there")``: a normal end (``end_turn``; openai ``stop``; Responses
+  ``completed``; Gemini ``STOP``)
+- ``Scenario.trickle("Hi there", every_s=0.05)``: the same, its chunks slow
+- ``Scenario.max_tokens()``: ``max_tokens`` (openai ``length``; Responses ``incomplete``
+  for ``max_output_tokens``; Gemini ``MAX_TOKENS``)
+- ``Scenario.stop_sequence(sequence="END")``: ``stop_sequence`` (openai: vLLM's
+  ``stop_reason``; Gemini says only ``STOP``; not on Responses, which has no stop sequences)
+- ``Scenario.refusal()``: ``refusal`` (openai ``content_filter``; Responses ``incomplete``
+  for ``content_filter``; Gemini ``SAFETY``)
 - ``Scenario.pause_turn()``: ``pause_turn`` (anthropic only)
 - ``Scenario.tool_use("get_weather", {"city": "Oslo"})``: a tool call;
   ``cut=True`` cuts its input off at max tokens
-- ``Scenario.thinking("hmm", "answer")``: thinking (openai ``delta.reasoning``) before text
+- ``Scenario.thinking("hmm", "answer")``: thinking (openai ``delta.reasoning``, Responses
+  reasoning summaries, Gemini ``thought`` parts) before text
 - ``Scenario.stream_error(error_type="overloaded_error")``: anthropic ``event: error``;
-  openai an error frame inside the 200 stream
+  openai an error frame inside the 200 stream; Responses ``error`` and ``response.failed``;
+  Gemini an ``{"error": ...}`` chunk
 - ``Scenario.finish_error()``: a bare ``finish_reason: "error"`` (openai only)
 - ``Scenario.error_body(message, code=502)``: a 200 whose whole body is an error object
 - ``Scenario.cut("Partial ")``: the connection closes with no terminal event
   (``clean=True``: the body just ends)
 - ``Scenario.stall(keepalive_s=0.05)``: a ping, then nothing until the client leaves
+  (Gemini has no ping: nothing at all)
 - ``Scenario.http_error(503, body=..., headers=...)``: any status, body and headers
 - ``Scenario.rate_limit(retry_after=2)``: 429, the wait stated as ``retry_after=`` (header,
   seconds), ``retry_after_ms=``, ``retry_after_date=`` (HTTP date), ``body_retry_after=``,
   ``body_retry_after_ms=`` or ``retry_delay="30s"`` (Google's ``retryDelay``)
 - ``Scenario.overloaded()``, ``server_error()``: 529, 500
 - ``Scenario.bad_request()``, ``unauthorized()``: 400, 401
-- ``Scenario.quota()``: a 429 that is a quota failure (``insufficient_quota``, not retryable)
+- ``Scenario.quota()``: a 429 that is a quota failure (``insufficient_quota``, Gemini a
+  per-day ``QuotaFailure``; not retryable)
 - ``Scenario.context_length()``: a 400 for a prompt over the context window
 - ``Scenario.echoes_credentials()``: a 401 whose message echoes the request's
   Authorization, ``x-api-key`` and other ``x-*`` headers (``mid_stream=True``: in an
@@ -60,7 +72,12 @@ Options on any scenario (keyword arguments, or ``scenario.replace(...)``):
 ``chunks`` (the exact text deltas), ``delay_s`` (before the response),
 ``chunk_delay_s`` (between chunks), ``timestamps=True`` (each text chunk carries
 ``"agentcore_emitted_at": time.time()`` and `Call.emitted_at` records it),
-``headers`` (extra response headers), ``raw_stop`` (a stop token sent verbatim).
+``headers`` (extra response headers), ``raw_stop`` (a stop token sent verbatim: Responses
+an ``incomplete`` reason, Gemini a ``finishReason``).
+
+Each class method returns one of the small family types of `agentcore.testing.scenarios`
+(``Reply``, ``ToolUse``, ``Echo``, ``Long``, ``StreamError``, ``ErrorBody``, ``Cut``,
+``Stall``, ``HttpError``), every one a `Scenario`.
 
 What the server saw: ``server.calls`` (a list of `Call`: wire, provider, path,
 headers as received with keys, parsed JSON body, scenario, `emitted_at`,

@@ -1,128 +1,66 @@
-"""Scripted endings for the loopback provider server, and how each is played on each wire.
+"""Scripted endings for the loopback provider server, one small type per family.
 
-A `Scenario` says what one provider call does, in terms of the normalized model
-(text, a stop reason, a tool call, an error, a cut, a stall), not in wire terms:
-the server renders it as Anthropic Messages or OpenAI chat completions depending
-on the endpoint that was called, streamed or whole depending on the request's
-``stream`` flag. A scenario that one wire cannot express (``pause_turn`` on
-chat completions, a bare ``finish_reason: "error"`` on Anthropic) is answered
+A scenario says what one provider call does in terms of the normalized model
+(text, a stop reason, a tool call, an error, a cut, a stall), never in wire
+terms: `agentcore.testing.wires` renders it on whichever wire was called
+(Anthropic Messages, OpenAI chat completions, the OpenAI Responses API, Gemini),
+streamed or whole as the call asks. A scenario one wire cannot say (``pause_turn``
+on chat completions, a bare ``finish_reason: "error"`` on Anthropic) is answered
 with HTTP 400 and a message that says so, never silently approximated.
+
+The families:
+
+- `Reply`: text (after optional thinking), then a stop; `ToolUse` ends in a tool
+  call, `Echo` replies with the caller's last message, `Long` streams N chunks.
+- `HttpError`: an error before the stream (any status, stated waits, quota).
+- `StreamError`: text, then an error inside the 200 stream; `ErrorBody`: a 200
+  whose whole body is an error object.
+- `Cut`: text, then no terminal (the connection drops, or the body just ends).
+- `Stall`: text, then nothing (pings at most) until the client leaves.
+
+Build them with `Scenario`'s class methods (``Scenario.text("hi")``); every one
+takes the options `Scenario` documents, and ``replace(...)`` adjusts a copy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
-Wire: TypeAlias = Literal["anthropic", "openai"]
+Wire: TypeAlias = Literal["anthropic", "openai", "openai-responses", "gemini"]
 Ending: TypeAlias = Literal["end", "cut", "stall"]
 
-WIRES: tuple[Wire, ...] = ("anthropic", "openai")
-
-# Anthropic's error.type for an HTTP status, for scripted error bodies.
-_ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
-_OPENAI_TYPES = {
-    400: "invalid_request_error",
-    401: "invalid_request_error",
-    403: "permission_error",
-    404: "invalid_request_error",
-    429: "requests",
-    500: "server_error",
-    529: "server_error",
-}
-# The HTTP status a whole (non-streamed) Anthropic call gets for an error the stream names.
-_STATUS_FOR_TYPE = {
-    "overloaded_error": 529,
-    "api_error": 500,
-    "rate_limit_error": 429,
-    "authentication_error": 401,
-    "permission_error": 403,
-    "invalid_request_error": 400,
-    "not_found_error": 404,
-    "billing_error": 429,
-}
-_OPENAI_FINISH = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "tool_use": "tool_calls",
-    "refusal": "content_filter",
-}
-
+WIRES: tuple[Wire, ...] = ("anthropic", "openai", "openai-responses", "gemini")
 
 LONG_WORDS = ("The ", "quick ", "brown ", "fox ", "jumps ", "over ", "the ", "lazy ", "dog. ")
-
-
-def _long_text(scenario: Scenario) -> str:
-    words = scenario.chunks or LONG_WORDS
-    return "".join(words[i % len(words)] for i in range(scenario.n))
-
-
-def _cycle(deltas: list[bytes], n: int) -> bytes:
-    full, rest = divmod(n, len(deltas))
-    return b"".join(deltas) * full + b"".join(deltas[:rest])
+DEFAULT_TEXT = "Hello from the loopback server."
+DEFAULT_INPUT_TOKENS = 12
 
 
 class Unplayable(Exception):
     """The scenario has no form on this wire; the server answers 400 with this message."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Scenario:
     """What one provider call does. Build one with the class methods, adjust with `replace`.
 
-    Fields shared by every scenario: ``model`` (the served model; None means the
-    model asked for), ``input_tokens`` / ``output_tokens`` (None: counted from the
-    words), ``delay_s`` (before the response starts), ``chunk_delay_s`` (between
-    streamed chunks), ``timestamps`` (each streamed chunk carries
+    Options every scenario takes: ``model`` (the served model; None means the model
+    asked for), ``input_tokens`` / ``output_tokens`` (None: 12 in, output counted from
+    the words), ``delay_s`` (before the response starts), ``chunk_delay_s`` (between
+    streamed chunks: a trickle), ``timestamps`` (each streamed text chunk carries
     ``"agentcore_emitted_at": time.time()`` and the call records each emission
-    time), ``headers`` (extra response headers).
+    time), ``headers`` (extra response headers), ``ping`` (send the wire's
+    keep-alive once inside the stream, where the wire has one).
     """
 
-    kind: str = "text"
-    reply: str = "Hello from the loopback server."
-    """The visible text (for failures: the text sent before the failure)."""
-    chunks: tuple[str, ...] | None = None
-    """The text deltas, in order; None splits `reply` after each space."""
-    stop: str = "end_turn"
-    raw_stop: str | None = None
-    """Send this stop token verbatim instead of the wire's token for `stop`."""
-    sequence: str | None = None
-    """The stop sequence that fired, for ``stop="stop_sequence"``."""
-    thought: str = ""
-    """Thinking streamed before the text."""
-    reasoning_field: str = "reasoning"
-    """openai wire: ``reasoning`` (OpenRouter) or ``reasoning_content`` (DeepSeek, vLLM)."""
-    tool_name: str = ""
-    tool_input: Mapping[str, Any] = field(default_factory=dict)
-    tool_id: str = "toolu_loopback_1"
-    cut_tool: bool = False
-    status: int = 200
-    body: Any = None
-    error_type: str | None = None
-    error_code: str | int | None = None
-    message: str = ""
-    error_extra: Mapping[str, Any] = field(default_factory=dict)
-    """Extra fields inside the built error object (stated waits in the body)."""
-    clean: bool = False
-    ping: bool = True
-    keepalive_s: float | None = None
-    n: int = 0
+    kind: ClassVar[str] = "scenario"
+
     model: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -130,10 +68,9 @@ class Scenario:
     chunk_delay_s: float = 0.0
     timestamps: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
-    retry_after_date_in: float | None = None
-    """Send ``retry-after`` as the HTTP date this many seconds after the reply is sent."""
+    ping: bool = True
     echo_credentials: bool = False
-    """The error's message is the request's credentials, echoed (`credentials_message`)."""
+    """An error family's message is the request's credentials, echoed (`credentials_message`)."""
 
     def replace(self, **changes: Any) -> Scenario:
         """A copy with some fields changed: ``Scenario.text("hi").replace(model="m-2")``."""
@@ -142,35 +79,42 @@ class Scenario:
     # -- completed calls -----------------------------------------------------------
 
     @classmethod
-    def text(cls, text: str = "Hello from the loopback server.", **options: Any) -> Scenario:
+    def text(cls, text: str = DEFAULT_TEXT, **options: Any) -> Reply:
         """A normal reply: the text, streamed in pieces, ending ``end_turn``."""
-        return cls(kind="text", reply=text, **options)
+        return Reply(reply=text, **options)
 
     @classmethod
-    def echo(cls, **options: Any) -> Scenario:
+    def echo(cls, **options: Any) -> Echo:
         """Reply with the last user message's text (handy as a server-wide default)."""
-        return cls(kind="echo", **options)
+        return Echo(**options)
 
     @classmethod
-    def max_tokens(cls, text: str = "This reply was cut at", **options: Any) -> Scenario:
-        return cls(kind="text", reply=text, stop="max_tokens", **options)
+    def trickle(cls, text: str = DEFAULT_TEXT, *, every_s: float = 0.05, **options: Any) -> Reply:
+        """A normal reply whose chunks come `every_s` apart: slow, but progressing."""
+        return Reply(reply=text, chunk_delay_s=every_s, **options)
+
+    @classmethod
+    def max_tokens(cls, text: str = "This reply was cut at", **options: Any) -> Reply:
+        return Reply(reply=text, stop="max_tokens", **options)
 
     @classmethod
     def stop_sequence(
         cls, text: str = "Counting: 1 2 3", sequence: str = "END", **options: Any
-    ) -> Scenario:
-        """Stopped by a stop sequence. The openai wire names it vLLM-style, in ``stop_reason``."""
-        return cls(kind="text", reply=text, stop="stop_sequence", sequence=sequence, **options)
+    ) -> Reply:
+        """Stopped by a stop sequence. The openai wire names it vLLM-style, in ``stop_reason``;
+        Gemini says only ``STOP``; the Responses API has no stop sequences (unplayable)."""
+        return Reply(reply=text, stop="stop_sequence", sequence=sequence, **options)
 
     @classmethod
-    def refusal(cls, text: str = "I can't help with that.", **options: Any) -> Scenario:
-        """Anthropic ``stop_reason: "refusal"``; openai ``finish_reason: "content_filter"``."""
-        return cls(kind="text", reply=text, stop="refusal", **options)
+    def refusal(cls, text: str = "I can't help with that.", **options: Any) -> Reply:
+        """Anthropic ``stop_reason: "refusal"``; openai ``finish_reason: "content_filter"``;
+        Responses ``incomplete`` for ``content_filter``; Gemini ``finishReason: "SAFETY"``."""
+        return Reply(reply=text, stop="refusal", **options)
 
     @classmethod
-    def pause_turn(cls, text: str = "Still working on it.", **options: Any) -> Scenario:
+    def pause_turn(cls, text: str = "Still working on it.", **options: Any) -> Reply:
         """Anthropic only (``stop_reason: "pause_turn"``)."""
-        return cls(kind="text", reply=text, stop="pause_turn", **options)
+        return Reply(reply=text, stop="pause_turn", **options)
 
     @classmethod
     def tool_use(
@@ -182,11 +126,10 @@ class Scenario:
         id: str = "toolu_loopback_1",
         cut: bool = False,
         **options: Any,
-    ) -> Scenario:
+    ) -> ToolUse:
         """A tool call, after optional text. ``cut=True``: the input JSON is cut off
         half-way and the call ends ``max_tokens`` (``length`` on the openai wire)."""
-        return cls(
-            kind="tool_use",
+        return ToolUse(
             reply=text,
             tool_name=name,
             tool_input=dict(input if input is not None else {"city": "Paris", "unit": "celsius"}),
@@ -202,17 +145,18 @@ class Scenario:
         thinking: str = "Let me think about this step by step.",
         text: str = "The answer is 42.",
         **options: Any,
-    ) -> Scenario:
+    ) -> Reply:
         """Thinking before text: Anthropic thinking deltas (with a signature), openai
-        ``delta.reasoning`` (``reasoning_field="reasoning_content"`` for the other form)."""
-        return cls(kind="text", thought=thinking, reply=text, **options)
+        ``delta.reasoning`` (``reasoning_field="reasoning_content"`` for the other form),
+        Responses reasoning summary deltas, Gemini ``thought: true`` parts."""
+        return Reply(thought=thinking, reply=text, **options)
 
     @classmethod
-    def long(cls, n: int, chunks: tuple[str, ...] = LONG_WORDS, **options: Any) -> Scenario:
+    def long(cls, n: int, chunks: tuple[str, ...] = LONG_WORDS, **options: Any) -> Long:
         """`n` text chunks cycling through `chunks` (consecutive chunks differ, as some
         clients refuse a stream that repeats itself), rendered once per server and
-        written in large slices: for benchmarks."""
-        return cls(kind="long", n=n, chunks=tuple(chunks), **options)
+        written in large slices: for benchmarks. No keep-alive inside (``ping=False``)."""
+        return Long(n=n, words=tuple(chunks), **{"ping": False, **options})
 
     # -- failures inside a 200 ---------------------------------------------------------
 
@@ -225,40 +169,37 @@ class Scenario:
         message: str = "Overloaded",
         code: str | int | None = None,
         **options: Any,
-    ) -> Scenario:
-        """Text, then an error mid-stream. Anthropic: ``event: error`` naming `error_type`.
-        openai: a chunk with an ``error`` object (code: `code`, else `error_type`) and
-        ``finish_reason: "error"``, as OpenRouter sends. Whole: Anthropic answers the
-        HTTP status the type implies; openai answers 200 with only the error object."""
-        return cls(
-            kind="stream_error",
-            reply=after,
-            error_type=error_type,
-            message=message,
-            error_code=code,
-            **options,
+    ) -> StreamError:
+        """Text, then an error mid-stream: Anthropic ``event: error`` naming `error_type`;
+        openai a chunk with an ``error`` object (code: `code`, else `error_type`) and
+        ``finish_reason: "error"``, as OpenRouter sends; Responses an ``error`` event
+        and ``response.failed``; Gemini an ``{"error": ...}`` chunk. Whole: Anthropic
+        and Gemini answer the HTTP status the type implies; openai answers 200 with only
+        the error object; Responses a 200 ``failed`` response."""
+        return StreamError(
+            reply=after, error_type=error_type, message=message, code=code, **options
         )
 
     @classmethod
-    def finish_error(cls, after: str = "Partial ", **options: Any) -> Scenario:
+    def finish_error(cls, after: str = "Partial ", **options: Any) -> StreamError:
         """openai only: a bare ``finish_reason: "error"`` with no error object."""
-        return cls(kind="finish_error", reply=after, **options)
+        return StreamError(reply=after, bare=True, **options)
 
     @classmethod
     def error_body(
         cls, message: str = "Provider returned error", code: int | str = 502, **options: Any
-    ) -> Scenario:
+    ) -> ErrorBody:
         """HTTP 200 whose whole body is an error object (OpenRouter), streamed or whole."""
-        return cls(kind="error_body", message=message, error_code=code, **options)
+        return ErrorBody(message=message, code=code, **options)
 
     # -- broken and stuck connections ------------------------------------------------------
 
     @classmethod
-    def cut(cls, after: str = "Partial ", *, clean: bool = False, **options: Any) -> Scenario:
+    def cut(cls, after: str = "Partial ", *, clean: bool = False, **options: Any) -> Cut:
         """Text, then the connection is closed with no terminal event. ``clean=True`` ends
         the HTTP body properly instead (a stream that simply stops). Whole: the body is
         cut half-way."""
-        return cls(kind="cut", reply=after, clean=clean, **options)
+        return Cut(reply=after, clean=clean, **options)
 
     @classmethod
     def stall(
@@ -268,11 +209,12 @@ class Scenario:
         ping: bool = True,
         keepalive_s: float | None = None,
         **options: Any,
-    ) -> Scenario:
+    ) -> Stall:
         """Optional text, a ping (Anthropic ``event: ping``, openai ``: OPENROUTER
-        PROCESSING``), then nothing until the client leaves; with `keepalive_s`, a ping
-        every so often (pings are not progress). Whole: no response at all."""
-        return cls(kind="stall", reply=after, ping=ping, keepalive_s=keepalive_s, **options)
+        PROCESSING``, Responses ``response.in_progress``; Gemini has none), then nothing
+        until the client leaves; with `keepalive_s`, a ping every so often (pings are not
+        progress). Whole: no response at all."""
+        return Stall(reply=after, ping=ping, keepalive_s=keepalive_s, **options)
 
     # -- HTTP errors -------------------------------------------------------------------------
 
@@ -287,16 +229,15 @@ class Scenario:
         code: str | int | None = None,
         headers: Mapping[str, str] | None = None,
         **options: Any,
-    ) -> Scenario:
+    ) -> HttpError:
         """Any status. `body` (dict, list, str or bytes) is sent verbatim; without it, an
         error body in the wire's own shape is built from `message`, `error_type`, `code`."""
-        return cls(
-            kind="http_error",
+        return HttpError(
             status=status,
             message=message or f"loopback HTTP {status}",
             body=body,
             error_type=error_type,
-            error_code=code,
+            code=code,
             headers=dict(headers or {}),
             **options,
         )
@@ -313,10 +254,11 @@ class Scenario:
         retry_delay: str | None = None,
         message: str = "Rate limit exceeded",
         **options: Any,
-    ) -> Scenario:
+    ) -> HttpError:
         """HTTP 429 stating its wait in any form: ``retry-after`` seconds, ``retry-after-ms``,
         ``retry-after`` as an HTTP date (a datetime, or seconds from now), body
-        ``retry_after`` / ``retry_after_ms``, or Google's ``retryDelay`` (``"30s"``)."""
+        ``retry_after`` / ``retry_after_ms``, or Google's ``RetryInfo.retryDelay``
+        (``"30s"``, in the error's ``details``)."""
         headers: dict[str, str] = dict(options.pop("headers", {}) or {})
         if retry_after is not None:
             headers["retry-after"] = str(retry_after)
@@ -333,47 +275,44 @@ class Scenario:
         if body_retry_after_ms is not None:
             extra["retry_after_ms"] = body_retry_after_ms
         if retry_delay is not None:
-            extra["details"] = [
-                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay}
-            ]
-        return cls(
-            kind="http_error",
+            extra["details"] = [{"@type": RETRY_INFO, "retryDelay": retry_delay}]
+        return HttpError(
             status=429,
             message=message,
-            error_extra=extra,
+            extra=extra,
             headers=headers,
             retry_after_date_in=date_in,
             **options,
         )
 
     @classmethod
-    def overloaded(cls, message: str = "Overloaded", **options: Any) -> Scenario:
+    def overloaded(cls, message: str = "Overloaded", **options: Any) -> HttpError:
         """HTTP 529 ``overloaded_error``."""
         return cls.http_error(529, message, error_type="overloaded_error", **options)
 
     @classmethod
-    def server_error(cls, message: str = "Internal server error", **options: Any) -> Scenario:
+    def server_error(cls, message: str = "Internal server error", **options: Any) -> HttpError:
         return cls.http_error(500, message, **options)
 
     @classmethod
-    def bad_request(cls, message: str = "messages: field required", **options: Any) -> Scenario:
+    def bad_request(cls, message: str = "messages: field required", **options: Any) -> HttpError:
         return cls.http_error(400, message, **options)
 
     @classmethod
-    def unauthorized(cls, message: str = "invalid x-api-key", **options: Any) -> Scenario:
+    def unauthorized(cls, message: str = "invalid x-api-key", **options: Any) -> HttpError:
         return cls.http_error(401, message, code="invalid_api_key", **options)
 
     @classmethod
-    def echoes_credentials(cls, *, mid_stream: bool = False, **options: Any) -> Scenario:
+    def echoes_credentials(
+        cls, *, mid_stream: bool = False, **options: Any
+    ) -> HttpError | StreamError:
         """An error whose message repeats the request's credentials, as some OpenAI-compatible
         servers do (``401 "Incorrect API key provided: Bearer sk-..."``): HTTP 401, or with
         `mid_stream` text and then an error frame (`stream_error`'s shapes). For tests that
         no key leaves the host."""
         if mid_stream:
-            base = cls.stream_error(error_type="authentication_error", **options)
-        else:
-            base = cls.unauthorized(**options)
-        return base.replace(echo_credentials=True)
+            return StreamError(error_type="authentication_error", echo_credentials=True, **options)
+        return HttpError(status=401, code="invalid_api_key", echo_credentials=True, **options)
 
     @classmethod
     def quota(
@@ -382,22 +321,186 @@ class Scenario:
             "You exceeded your current quota, please check your plan and billing details."
         ),
         **options: Any,
-    ) -> Scenario:
+    ) -> HttpError:
         """HTTP 429 that is really a quota failure: openai ``insufficient_quota``,
-        Anthropic ``billing_error``. Not retryable."""
-        return cls(kind="quota", status=429, message=message, **options)
+        Anthropic ``billing_error``, Gemini a per-day ``QuotaFailure``. Not retryable."""
+        return HttpError(status=429, message=message, cause="quota", **options)
 
     @classmethod
     def context_length(
         cls,
         message: str = "prompt is too long: 250000 tokens > 200000 maximum",
         **options: Any,
-    ) -> Scenario:
+    ) -> HttpError:
         """HTTP 400 for a prompt over the context window (openai ``context_length_exceeded``)."""
-        return cls.http_error(400, message, code="context_length_exceeded", **options)
+        return HttpError(
+            status=400,
+            message=message,
+            code="context_length_exceeded",
+            cause="context_length",
+            **options,
+        )
 
 
-# -- rendering ------------------------------------------------------------------------------------
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+# -- the families -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Streamed(Scenario):
+    """What a streamed family says before its ending: thinking, then text."""
+
+    reply: str = ""
+    """The visible text (for failures: the text sent before the failure)."""
+    chunks: tuple[str, ...] | None = None
+    """The text deltas, in order; None splits `text` after each space."""
+    thought: str = ""
+    """Thinking streamed before the text (never visible)."""
+    reasoning_field: str = "reasoning"
+    """openai wire: ``reasoning`` (OpenRouter) or ``reasoning_content`` (DeepSeek, vLLM)."""
+
+    def pieces(self) -> list[str]:
+        """The text deltas, in order."""
+        if self.chunks is not None:
+            return list(self.chunks)
+        return split_words(self.reply)
+
+    def thought_pieces(self) -> list[str]:
+        return split_words(self.thought)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply(Streamed):
+    """Text, then a stop: ``stop`` is a normalized reason (``end_turn``, ``max_tokens``,
+    ``stop_sequence``, ``refusal``, ``tool_use``, ``pause_turn``) each wire says its way;
+    ``raw_stop`` is sent verbatim instead (the unknown-stop rule's input)."""
+
+    kind: ClassVar[str] = "text"
+
+    reply: str = DEFAULT_TEXT
+    stop: str = "end_turn"
+    sequence: str | None = None
+    """The stop sequence that fired, for ``stop="stop_sequence"``."""
+    raw_stop: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolUse(Reply):
+    """A reply ending in a call to tool `tool_name`; ``cut_tool``: its input is cut off
+    half-way and the call ends ``max_tokens``."""
+
+    kind: ClassVar[str] = "tool_use"
+
+    reply: str = ""
+    stop: str = "tool_use"
+    tool_name: str = "get_weather"
+    tool_input: Mapping[str, Any] = field(default_factory=dict)
+    tool_id: str = "toolu_loopback_1"
+    cut_tool: bool = False
+
+    def input_json(self) -> str:
+        """The input as JSON text; cut off half-way when the scenario says so."""
+        full = json.dumps(dict(self.tool_input))
+        return full[: max(1, len(full) // 2)] if self.cut_tool else full
+
+    def input_pieces(self) -> list[str]:
+        full = self.input_json()
+        step = max(1, len(full) // 3)
+        return [full[i : i + step] for i in range(0, len(full), step)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Echo(Reply):
+    """A reply whose text is the last user message of the request."""
+
+    kind: ClassVar[str] = "echo"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Long(Reply):
+    """`n` text chunks cycling through `words`: for benchmarks (rendered once per shape)."""
+
+    kind: ClassVar[str] = "long"
+
+    n: int = 0
+    words: tuple[str, ...] = LONG_WORDS
+
+    def as_reply(self) -> Reply:
+        """The plain reply it stands for: every chunk spelled out."""
+        words = self.words or LONG_WORDS
+        chunks = tuple(words[i % len(words)] for i in range(self.n))
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Reply)}
+        return Reply(**{**fields, "reply": "".join(chunks), "chunks": chunks})
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamError(Streamed):
+    """Text, then an error inside the 200 stream. ``bare``: openai's ``finish_reason:
+    "error"`` with no error object (the other wires cannot say it)."""
+
+    kind: ClassVar[str] = "stream_error"
+
+    reply: str = "Partial "
+    error_type: str | None = "overloaded_error"
+    message: str = "Overloaded"
+    code: str | int | None = None
+    bare: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorBody(Scenario):
+    """HTTP 200 whose whole body (streamed or not) is an error object."""
+
+    kind: ClassVar[str] = "error_body"
+
+    message: str = "Provider returned error"
+    code: str | int = 502
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cut(Streamed):
+    """Text, then no terminal: the connection drops (``clean``: the body just ends).
+    Whole: the body is cut half-way."""
+
+    kind: ClassVar[str] = "cut"
+
+    reply: str = "Partial "
+    clean: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stall(Streamed):
+    """Text, then nothing until the client leaves; a ping every `keepalive_s` if set.
+    Whole: no response at all."""
+
+    kind: ClassVar[str] = "stall"
+
+    keepalive_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpError(Scenario):
+    """An error before the stream: `status`, and `body` verbatim or an error object in the
+    wire's shape built from `message`, `error_type`, `code`, `extra` (fields inside the
+    error object: stated waits in the body). ``cause`` names what a wire words its own
+    way (``quota``, ``context_length``)."""
+
+    kind: ClassVar[str] = "http_error"
+
+    status: int = 500
+    message: str = ""
+    body: Any = None
+    error_type: str | None = None
+    code: str | int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    cause: Literal["quota", "context_length"] | None = None
+    retry_after_date_in: float | None = None
+    """Send ``retry-after`` as the HTTP date this many seconds after the reply is sent."""
+
+
+# -- what a rendering produces --------------------------------------------------------------------
 
 Frame: TypeAlias = "tuple[str | None, dict[str, Any]] | bytes"
 """A streamed frame: (SSE event name or None, JSON payload), or raw bytes sent as they are."""
@@ -418,41 +521,25 @@ class Play:
     prerendered: bytes | None = None
     """A long stream, rendered once: written in slices, not frame by frame."""
     ping: Frame | None = None
-    """The keep-alive frame a stall repeats."""
+    """The keep-alive frame a stall repeats (None: the wire has none)."""
+    carries_text: Callable[[Frame], bool] = field(default=lambda frame: False)
+    """True for a frame that streams a piece of visible text (timestamped when asked)."""
 
 
-def _pieces(scenario: Scenario, text: str) -> list[str]:
-    if scenario.chunks is not None:
-        return list(scenario.chunks)
-    if not text:
-        return []
-    words = text.split(" ")
-    return [w + " " for w in words[:-1]] + ([words[-1]] if words[-1] else [])
+@dataclass(frozen=True)
+class Usage:
+    """The token counts a rendering reports."""
+
+    input_tokens: int
+    output_tokens: int
 
 
-def _count(text: str) -> int:
-    return max(1, len(text.split()))
-
-
-def _last_user_text(body: Any) -> str:
-    for message in reversed(body.get("messages") or []) if isinstance(body, dict) else []:
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def _tool_json(scenario: Scenario) -> tuple[list[str], str]:
-    """The tool input as JSON pieces; cut off half-way when the scenario says so."""
-    full = json.dumps(dict(scenario.tool_input))
-    if scenario.cut_tool:
-        full = full[: max(1, len(full) // 2)]
-    step = max(1, len(full) // 3)
-    return [full[i : i + step] for i in range(0, len(full), step)], full
+def usage_of(scenario: Scenario, text: str) -> Usage:
+    """The scenario's counts, or 12 in and one per word of `text` out."""
+    return Usage(
+        scenario.input_tokens if scenario.input_tokens is not None else DEFAULT_INPUT_TOKENS,
+        scenario.output_tokens if scenario.output_tokens is not None else count_words(text),
+    )
 
 
 def credentials_message(headers: Mapping[str, str]) -> str:
@@ -468,21 +555,16 @@ def credentials_message(headers: Mapping[str, str]) -> str:
     return "Incorrect API key provided: " + "; ".join(echoed)
 
 
-def render(scenario: Scenario, wire: Wire, request: Any) -> Play:
-    """Render `scenario` for a call whose parsed JSON body is `request`."""
-    streamed = bool(isinstance(request, dict) and request.get("stream"))
-    model = scenario.model or (request.get("model") if isinstance(request, dict) else None) or "m"
-    if scenario.kind == "echo":
-        scenario = scenario.replace(kind="text", reply=_last_user_text(request))
-    if wire == "anthropic":
-        play = _Anthropic(scenario, model).render(streamed)
-    else:
-        play = _OpenAI(scenario, model).render(streamed)
-    play.headers.update(scenario.headers)
-    if scenario.retry_after_date_in is not None:
-        when = datetime.fromtimestamp(time.time() + scenario.retry_after_date_in, UTC)
-        play.headers["retry-after"] = http_date(when)
-    return play
+def split_words(text: str) -> list[str]:
+    """`text` split after each space, the spaces kept: ``"a b"`` -> ``["a ", "b"]``."""
+    if not text:
+        return []
+    words = text.split(" ")
+    return [w + " " for w in words[:-1]] + ([words[-1]] if words[-1] else [])
+
+
+def count_words(text: str) -> int:
+    return max(1, len(text.split()))
 
 
 def http_date(when: datetime) -> str:
@@ -492,540 +574,3 @@ def http_date(when: datetime) -> str:
     if when.microsecond:
         when = when.replace(microsecond=0) + timedelta(seconds=1)
     return format_datetime(when.astimezone(UTC), usegmt=True)
-
-
-def _error_body(wire: Wire, scenario: Scenario) -> Any:
-    if scenario.body is not None:
-        return scenario.body
-    extra = dict(scenario.error_extra)
-    status = scenario.status
-    if wire == "anthropic":
-        etype = scenario.error_type or _ANTHROPIC_TYPES.get(
-            status, "api_error" if status >= 500 else "invalid_request_error"
-        )
-        return {"type": "error", "error": {"type": etype, "message": scenario.message, **extra}}
-    etype = scenario.error_type or _OPENAI_TYPES.get(
-        status, "server_error" if status >= 500 else "invalid_request_error"
-    )
-    code = scenario.error_code
-    if code is None and status == 429:
-        code = "rate_limit_exceeded"
-    return {
-        "error": {
-            "message": scenario.message,
-            "type": etype,
-            "param": None,
-            "code": code,
-            **extra,
-        }
-    }
-
-
-def _json_bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    return json.dumps(value, ensure_ascii=False).encode()
-
-
-class _Anthropic:
-    def __init__(self, scenario: Scenario, model: str) -> None:
-        self.s = scenario
-        self.model = model
-
-    def usage(self, output: int) -> dict[str, int]:
-        s = self.s
-        return {
-            "input_tokens": s.input_tokens if s.input_tokens is not None else 12,
-            "output_tokens": s.output_tokens if s.output_tokens is not None else output,
-            "cache_read_input_tokens": 0,
-            "cache_creation_input_tokens": 0,
-        }
-
-    def render(self, streamed: bool) -> Play:
-        s = self.s
-        kind = s.kind
-        if kind == "finish_error":
-            raise Unplayable("a bare finish_reason 'error' exists only on the openai wire")
-        if kind in ("http_error", "quota"):
-            if kind == "quota":
-                body: Any = {
-                    "type": "error",
-                    "error": {"type": "billing_error", "message": s.message},
-                }
-            else:
-                body = _error_body("anthropic", s)
-            return Play(
-                s.status, {"content-type": "application/json"}, False, body=_json_bytes(body)
-            )
-        if kind == "error_body":
-            body = {"type": "error", "error": {"type": "api_error", "message": s.message}}
-            return Play(200, {"content-type": "application/json"}, False, body=_json_bytes(body))
-        if not streamed:
-            return self.whole()
-        return self.stream()
-
-    def _message(self) -> dict[str, Any]:
-        return {
-            "id": "msg_loopback",
-            "type": "message",
-            "role": "assistant",
-            "model": self.model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": self.usage(1),
-        }
-
-    def whole(self) -> Play:
-        s = self.s
-        headers = {"content-type": "application/json"}
-        if s.kind == "stall":
-            return Play(200, headers, False, ending="stall")
-        if s.kind == "stream_error":
-            etype = s.error_type or "api_error"
-            body = {"type": "error", "error": {"type": etype, "message": s.message}}
-            status = _STATUS_FOR_TYPE.get(etype, 500)
-            return Play(status, headers, False, body=_json_bytes(body))
-        message = self._message()
-        content: list[dict[str, Any]] = []
-        text = _long_text(s) if s.kind == "long" else s.reply
-        if s.thought:
-            content.append({"type": "thinking", "thinking": s.thought, "signature": "sig-loopback"})
-        if text:
-            content.append({"type": "text", "text": text})
-        if s.kind == "tool_use":
-            # Cut off at max_tokens, a whole reply carries the call with what input parsed: none.
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": s.tool_id,
-                    "name": s.tool_name,
-                    "input": {} if s.cut_tool else dict(s.tool_input),
-                }
-            )
-        message["content"] = content
-        message["stop_reason"] = s.raw_stop or s.stop
-        message["stop_sequence"] = s.sequence
-        message["usage"] = self.usage(_count(text))
-        raw = _json_bytes(message)
-        if s.kind == "cut":
-            return Play(
-                200, headers, False, body=raw[: len(raw) // 2], ending="end" if s.clean else "cut"
-            )
-        return Play(200, headers, False, body=raw)
-
-    def stream(self) -> Play:
-        s = self.s
-        frames: list[Frame] = [
-            ("message_start", {"type": "message_start", "message": self._message()})
-        ]
-        play = Play(200, {"content-type": "text/event-stream", "cache-control": "no-cache"})
-        play.ping = ("ping", {"type": "ping"})
-        if s.kind == "long":
-            head = b"".join(_encode(f) for f in frames)
-            start = _encode(
-                (
-                    "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": 0,
-                        "content_block": {"type": "text", "text": ""},
-                    },
-                )
-            )
-            deltas = [
-                _encode(
-                    (
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": 0,
-                            "delta": {"type": "text_delta", "text": word},
-                        },
-                    )
-                )
-                for word in s.chunks or LONG_WORDS
-            ]
-            stop = _encode(("content_block_stop", {"type": "content_block_stop", "index": 0}))
-            tail = stop + b"".join(
-                _encode(f) for f in self._finish(s.n, s.raw_stop or "end_turn", None)
-            )
-            play.prerendered = head + start + _cycle(deltas, s.n) + tail
-            return play
-        index = 0
-        if s.thought:
-            frames.append(
-                (
-                    "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": index,
-                        "content_block": {"type": "thinking", "thinking": ""},
-                    },
-                )
-            )
-            for piece in _pieces(s.replace(chunks=None), s.thought):
-                frames.append(
-                    (
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": index,
-                            "delta": {"type": "thinking_delta", "thinking": piece},
-                        },
-                    )
-                )
-            frames.append(
-                (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "signature_delta", "signature": "sig-loopback"},
-                    },
-                )
-            )
-            frames.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-            index += 1
-        pieces = _pieces(s, s.reply)
-        if pieces or s.kind in ("text", "cut", "stream_error"):
-            frames.append(
-                (
-                    "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": index,
-                        "content_block": {"type": "text", "text": ""},
-                    },
-                )
-            )
-            if s.ping:
-                frames.append(("ping", {"type": "ping"}))
-            for piece in pieces:
-                frames.append(
-                    (
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": index,
-                            "delta": {"type": "text_delta", "text": piece},
-                        },
-                    )
-                )
-            if s.kind == "cut":
-                play.frames = frames
-                play.ending = "end" if s.clean else "cut"
-                return play
-            if s.kind == "stall":
-                frames.append(("ping", {"type": "ping"}))
-                play.frames = frames
-                play.ending = "stall"
-                return play
-            if s.kind == "stream_error":
-                frames.append(
-                    (
-                        "error",
-                        {
-                            "type": "error",
-                            "error": {"type": s.error_type or "api_error", "message": s.message},
-                        },
-                    )
-                )
-                play.frames = frames
-                return play
-            frames.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-            index += 1
-        elif s.kind == "stall":
-            if s.ping:
-                frames.append(("ping", {"type": "ping"}))
-            play.frames = frames
-            play.ending = "stall"
-            return play
-        if s.kind == "tool_use":
-            frames.append(
-                (
-                    "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": index,
-                        "content_block": {
-                            "type": "tool_use",
-                            "id": s.tool_id,
-                            "name": s.tool_name,
-                            "input": {},
-                        },
-                    },
-                )
-            )
-            pieces_json, _ = _tool_json(s)
-            for piece in pieces_json:
-                frames.append(
-                    (
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": index,
-                            "delta": {"type": "input_json_delta", "partial_json": piece},
-                        },
-                    )
-                )
-            if not s.cut_tool:
-                frames.append(
-                    ("content_block_stop", {"type": "content_block_stop", "index": index})
-                )
-        frames.extend(self._finish(_count(s.reply), s.raw_stop or s.stop, s.sequence))
-        play.frames = frames
-        return play
-
-    def _finish(self, output: int, stop: str, sequence: str | None) -> list[Frame]:
-        return [
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop, "stop_sequence": sequence},
-                    "usage": {"output_tokens": self.usage(output)["output_tokens"]},
-                },
-            ),
-            ("message_stop", {"type": "message_stop"}),
-        ]
-
-
-class _OpenAI:
-    def __init__(self, scenario: Scenario, model: str) -> None:
-        self.s = scenario
-        self.model = model
-
-    def usage(self, output: int) -> dict[str, Any]:
-        s = self.s
-        prompt = s.input_tokens if s.input_tokens is not None else 12
-        completion = s.output_tokens if s.output_tokens is not None else output
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": 0},
-        }
-
-    def finish(self) -> str:
-        s = self.s
-        if s.raw_stop:
-            return s.raw_stop
-        if s.stop not in _OPENAI_FINISH:
-            raise Unplayable(f"stop reason {s.stop!r} has no finish_reason on the openai wire")
-        return _OPENAI_FINISH[s.stop]
-
-    def chunk(
-        self, delta: dict[str, Any], finish: str | None = None, **extra: Any
-    ) -> dict[str, Any]:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "delta": delta,
-            "logprobs": None,
-            "finish_reason": finish,
-        }
-        choice.update(extra)
-        return {
-            "id": "chatcmpl-loopback",
-            "object": "chat.completion.chunk",
-            "created": 1700000000,
-            "model": self.model,
-            "choices": [choice],
-        }
-
-    def error_object(self) -> dict[str, Any]:
-        s = self.s
-        code = s.error_code if s.error_code is not None else (s.error_type or "server_error")
-        return {"code": code, "message": s.message}
-
-    def render(self, streamed: bool) -> Play:
-        s = self.s
-        json_headers = {"content-type": "application/json"}
-        if s.kind == "http_error":
-            return Play(s.status, json_headers, False, body=_json_bytes(_error_body("openai", s)))
-        if s.kind == "quota":
-            body = {
-                "error": {
-                    "message": s.message,
-                    "type": "insufficient_quota",
-                    "param": None,
-                    "code": "insufficient_quota",
-                }
-            }
-            return Play(s.status, json_headers, False, body=_json_bytes(body))
-        if s.kind == "error_body":
-            return Play(200, json_headers, False, body=_json_bytes({"error": self.error_object()}))
-        if s.kind in ("text", "long") or (s.kind == "tool_use" and not s.cut_tool):
-            self.finish()  # fail early for a stop this wire cannot say
-        if not streamed:
-            return self.whole()
-        return self.stream()
-
-    def whole(self) -> Play:
-        s = self.s
-        headers = {"content-type": "application/json"}
-        if s.kind == "stall":
-            return Play(200, headers, False, ending="stall")
-        if s.kind == "stream_error":
-            return Play(200, headers, False, body=_json_bytes({"error": self.error_object()}))
-        text = _long_text(s) if s.kind == "long" else s.reply
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
-        if s.thought:
-            message[s.reasoning_field] = s.thought
-        finish: str
-        if s.kind == "finish_error":
-            finish = "error"
-        elif s.kind == "cut":
-            finish = "stop"
-        else:
-            finish = self.finish()
-        if s.kind == "tool_use":
-            # Cut off at max_tokens, the arguments string is cut off too.
-            message["tool_calls"] = [
-                {
-                    "id": s.tool_id,
-                    "type": "function",
-                    "function": {"name": s.tool_name, "arguments": _tool_json(s)[1]},
-                }
-            ]
-            if s.cut_tool:
-                finish = "length"
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": message,
-            "logprobs": None,
-            "finish_reason": finish,
-        }
-        if s.stop == "stop_sequence" and s.sequence:
-            choice["stop_reason"] = s.sequence
-        body = {
-            "id": "chatcmpl-loopback",
-            "object": "chat.completion",
-            "created": 1700000000,
-            "model": self.model,
-            "choices": [choice],
-            "usage": self.usage(_count(text)),
-        }
-        raw = _json_bytes(body)
-        if s.kind == "cut":
-            return Play(
-                200, headers, False, body=raw[: len(raw) // 2], ending="end" if s.clean else "cut"
-            )
-        return Play(200, headers, False, body=raw)
-
-    def stream(self) -> Play:
-        s = self.s
-        play = Play(200, {"content-type": "text/event-stream", "cache-control": "no-cache"})
-        play.ping = b": OPENROUTER PROCESSING\n\n"
-        first = self.chunk({"role": "assistant", "content": ""})
-        if s.kind == "long":
-            deltas = [_encode((None, self.chunk({"content": w}))) for w in s.chunks or LONG_WORDS]
-            tail = b"".join(_encode(f) for f in self._finish(self.finish(), s.n, None))
-            play.prerendered = _encode((None, first)) + _cycle(deltas, s.n) + tail
-            return play
-        frames: list[Frame] = [(None, first)]
-        if s.kind == "stall" and s.ping and not s.reply:
-            frames.append(play.ping)
-            play.frames = frames
-            play.ending = "stall"
-            return play
-        for piece in _pieces(s.replace(chunks=None), s.thought) if s.thought else []:
-            frames.append((None, self.chunk({s.reasoning_field: piece})))
-        pieces = _pieces(s, s.reply)
-        for i, piece in enumerate(pieces):
-            frames.append((None, self.chunk({"content": piece})))
-            if i == 0 and s.ping:
-                frames.append(b": OPENROUTER PROCESSING\n\n")
-        if s.kind == "cut":
-            play.frames = frames
-            play.ending = "end" if s.clean else "cut"
-            return play
-        if s.kind == "stall":
-            frames.append(play.ping)
-            play.frames = frames
-            play.ending = "stall"
-            return play
-        if s.kind == "stream_error":
-            error_chunk = self.chunk({"content": ""}, "error")
-            error_chunk["error"] = self.error_object()
-            frames.append((None, error_chunk))
-            play.frames = frames
-            return play
-        if s.kind == "finish_error":
-            frames.append((None, self.chunk({}, "error")))
-            frames.append(b"data: [DONE]\n\n")
-            play.frames = frames
-            return play
-        if s.kind == "tool_use":
-            pieces_json, _ = _tool_json(s)
-            frames.append(
-                (
-                    None,
-                    self.chunk(
-                        {
-                            "tool_calls": [
-                                {
-                                    "index": 0,
-                                    "id": s.tool_id,
-                                    "type": "function",
-                                    "function": {"name": s.tool_name, "arguments": ""},
-                                }
-                            ]
-                        }
-                    ),
-                )
-            )
-            for piece in pieces_json:
-                frames.append(
-                    (
-                        None,
-                        self.chunk(
-                            {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
-                        ),
-                    )
-                )
-        finish = "length" if s.cut_tool else self.finish()
-        sequence = s.sequence if s.stop == "stop_sequence" else None
-        frames.extend(self._finish(finish, _count(s.reply), sequence))
-        play.frames = frames
-        return play
-
-    def _finish(self, finish: str, output: int, sequence: str | None) -> list[Frame]:
-        extra = {"stop_reason": sequence} if sequence else {}
-        usage_chunk: dict[str, Any] = {
-            "id": "chatcmpl-loopback",
-            "object": "chat.completion.chunk",
-            "created": 1700000000,
-            "model": self.model,
-            "choices": [],
-            "usage": self.usage(output),
-        }
-        return [(None, self.chunk({}, finish, **extra)), (None, usage_chunk), b"data: [DONE]\n\n"]
-
-
-def _encode(frame: Frame, emitted_at: float | None = None) -> bytes:
-    if isinstance(frame, bytes):
-        return frame
-    name, payload = frame
-    if emitted_at is not None:
-        payload = {**payload, "agentcore_emitted_at": emitted_at}
-    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    if name is None:
-        return f"data: {data}\n\n".encode()
-    return f"event: {name}\ndata: {data}\n\n".encode()
-
-
-encode_frame = _encode
-
-
-def carries_text(frame: Frame) -> bool:
-    """True for a frame that streams a piece of visible text (timestamped when asked)."""
-    if isinstance(frame, bytes):
-        return False
-    payload = frame[1]
-    if payload.get("type") == "content_block_delta":
-        return bool(payload.get("delta", {}).get("type") == "text_delta")
-    choices = payload.get("choices")
-    return bool(choices and choices[0].get("delta", {}).get("content"))

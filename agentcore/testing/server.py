@@ -18,15 +18,16 @@ from typing import Any
 from aiohttp import web
 
 from agentcore.testing.scenarios import (
+    Long,
     Play,
     Scenario,
+    Stall,
     Unplayable,
     Wire,
-    carries_text,
     credentials_message,
-    encode_frame,
-    render,
 )
+from agentcore.testing.wires import refusal, render
+from agentcore.testing.wires.base import encode_frame
 
 API_KEY_ENV = "LOOPBACK_API_KEY"
 """The environment variable the settings written by `write_settings` name for the key."""
@@ -38,11 +39,15 @@ DEFAULT_PROVIDERS: dict[str, str] = {
     "openai": "openai",
     "openrouter": "openrouter",
     "compat": "openai-compatible",
+    "responses": "openai-responses",
+    "gemini": "gemini",
 }
 """`write_settings`' default ``[providers.NAME]`` sections: NAME to kind."""
 
 _SLICE = 64 * 1024
-_REDACT = ("authorization", "x-api-key", "api-key")
+_REDACT = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
+_ROOT_WIRES = ("anthropic", "gemini")
+"""Wires whose base URL is the server's root (the others' ends in ``/v1``)."""
 
 
 @dataclass
@@ -61,20 +66,16 @@ class Call:
     """Lower-cased names."""
     body: Any
     scenario: Scenario | None
+    stream: bool = False
+    """The call asked for a stream (``"stream": true``; Gemini: ``:streamGenerateContent``)."""
+    model: str | None = None
+    """The model asked for (in the body; Gemini: in the path)."""
     started_at: float = field(default_factory=time.time)
     ended_at: float | None = None
     emitted_at: list[float] = field(default_factory=list)
     """`time.time()` of each visible-text chunk written (with ``timestamps=True``)."""
     disconnected: bool = False
     """The client left before the server finished playing."""
-
-    @property
-    def stream(self) -> bool:
-        return bool(isinstance(self.body, dict) and self.body.get("stream"))
-
-    @property
-    def model(self) -> str | None:
-        return self.body.get("model") if isinstance(self.body, dict) else None
 
     def __repr__(self) -> str:
         headers = {k: ("[REDACTED]" if k in _REDACT else v) for k, v in self.headers.items()}
@@ -86,7 +87,7 @@ class Call:
 
 
 class LoopbackServer:
-    """A scripted Anthropic and OpenAI-compatible provider on loopback. See `agentcore.testing`."""
+    """A scripted provider on loopback, speaking every wire. See `agentcore.testing`."""
 
     def __init__(
         self, *, host: str = "127.0.0.1", port: int = 0, default: Scenario | None = None
@@ -157,10 +158,11 @@ class LoopbackServer:
         return f"http://{self.host}:{self.port}"
 
     def base_url(self, wire: Wire | str, provider: str | None = None) -> str:
-        """What ``[providers.NAME] base_url`` should say: the root for ``anthropic``, the
-        API base (ending ``/v1``) for the openai family (kinds are accepted too)."""
+        """What ``[providers.NAME] base_url`` should say: the root for ``anthropic`` and
+        ``gemini``, the API base (ending ``/v1``) for the openai family, Responses included
+        (kinds are accepted too)."""
         root = self.url + (f"/p/{provider}" if provider else "")
-        return root if wire == "anthropic" else root + "/v1"
+        return root if wire in _ROOT_WIRES else root + "/v1"
 
     def settings_toml(
         self,
@@ -244,10 +246,20 @@ class LoopbackServer:
 
     async def start(self) -> LoopbackServer:
         app = web.Application()
+        routes: dict[str, Wire] = {
+            "/v1/messages": "anthropic",
+            "/v1/chat/completions": "openai",
+            "/chat/completions": "openai",
+            "/v1/responses": "openai-responses",
+            "/responses": "openai-responses",
+            "/v1beta/models/{model}:streamGenerateContent": "gemini",
+            "/v1beta/models/{model}:generateContent": "gemini",
+            "/v1/models/{model}:streamGenerateContent": "gemini",
+            "/v1/models/{model}:generateContent": "gemini",
+        }
         for prefix in ("", "/p/{provider}"):
-            app.router.add_post(prefix + "/v1/messages", self._anthropic)
-            app.router.add_post(prefix + "/v1/chat/completions", self._openai)
-            app.router.add_post(prefix + "/chat/completions", self._openai)
+            for path, wire in routes.items():
+                app.router.add_post(prefix + path, self._handler(wire))
         # handler_cancellation: a handler (a stall above all) ends when its client leaves.
         runner = web.AppRunner(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5
@@ -319,11 +331,11 @@ class LoopbackServer:
 
     # -- playing ----------------------------------------------------------------------------
 
-    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
-        return await self._handle(request, "anthropic")
+    def _handler(self, wire: Wire) -> Any:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._handle(request, wire)
 
-    async def _openai(self, request: web.Request) -> web.StreamResponse:
-        return await self._handle(request, "openai")
+        return handle
 
     async def _handle(self, request: web.Request, wire: Wire) -> web.StreamResponse:
         self._in_flight += 1
@@ -338,6 +350,12 @@ class LoopbackServer:
         if scenario is not None and scenario.echo_credentials:
             scenario = scenario.replace(message=credentials_message(headers))
         call = Call(wire, provider, request.path, headers, body, scenario)
+        if wire == "gemini":  # the model and the streaming are in the path
+            call.model = request.match_info["model"]
+            call.stream = request.path.endswith(":streamGenerateContent")
+        elif isinstance(body, dict):
+            call.model = body.get("model")
+            call.stream = bool(body.get("stream"))
         self.calls.append(call)
         try:
             if scenario is None:
@@ -345,7 +363,7 @@ class LoopbackServer:
                     wire, f"loopback: no scenario scripted for this call ({request.path})"
                 )
             try:
-                play = self._render(scenario, wire, body)
+                play = self._render(scenario, call)
             except Unplayable as exc:
                 return _refuse(wire, f"loopback: scenario {scenario.kind!r}: {exc}")
             if scenario.delay_s:
@@ -360,19 +378,18 @@ class LoopbackServer:
             call.ended_at = time.time()
             self._in_flight -= 1
 
-    def _render(self, scenario: Scenario, wire: Wire, body: Any) -> Play:
-        if scenario.kind != "long":
-            return render(scenario, wire, body)
+    def _render(self, scenario: Scenario, call: Call) -> Play:
+        def play() -> Play:
+            model = call.model or "m"
+            return render(scenario, call.wire, call.body, streamed=call.stream, model=model)
+
+        if not isinstance(scenario, Long):
+            return play()
         # A long stream is rendered once per shape: benchmarks replay it many times.
-        model = body.get("model") if isinstance(body, dict) else None
-        streamed = bool(isinstance(body, dict) and body.get("stream"))
-        key: tuple[Any, ...] = (wire, streamed, model, scenario.n, scenario.chunks)
-        key += (scenario.model, scenario.raw_stop, scenario.input_tokens, scenario.output_tokens)
-        key += tuple(scenario.headers.items())
-        play = self._prerendered.get(key)
-        if play is None:
-            play = self._prerendered[key] = render(scenario, wire, body)
-        return play
+        key = (call.wire, call.stream, call.model, repr(scenario))
+        if key not in self._prerendered:
+            self._prerendered[key] = play()
+        return self._prerendered[key]
 
     async def _play_whole(self, request: web.Request, play: Play, call: Call) -> web.StreamResponse:
         if play.ending == "stall":
@@ -401,7 +418,7 @@ class LoopbackServer:
             for frame in frames:
                 if scenario.chunk_delay_s:
                     await asyncio.sleep(scenario.chunk_delay_s)
-                if scenario.timestamps and carries_text(frame):
+                if scenario.timestamps and play.carries_text(frame):
                     now = time.time()
                     call.emitted_at.append(now)
                     await response.write(encode_frame(frame, now))
@@ -412,10 +429,11 @@ class LoopbackServer:
         if play.ending == "cut":
             return await _drop(request)
         if play.ending == "stall":
-            if scenario.keepalive_s and play.ping is not None:
+            every = scenario.keepalive_s if isinstance(scenario, Stall) else None
+            if every and play.ping is not None:
                 ping = encode_frame(play.ping)
                 while True:
-                    await asyncio.sleep(scenario.keepalive_s)
+                    await asyncio.sleep(every)
                     await response.write(ping)
             await _forever()
         await response.write_eof()
@@ -445,14 +463,7 @@ async def _drop(request: web.Request) -> web.StreamResponse:
 
 
 def _refuse(wire: Wire, message: str) -> web.Response:
-    if wire == "anthropic":
-        body: dict[str, Any] = {
-            "type": "error",
-            "error": {"type": "invalid_request_error", "message": message},
-        }
-    else:
-        body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
-    return web.json_response(body, status=400)
+    return web.Response(status=400, body=refusal(wire, message), content_type="application/json")
 
 
 # -- a tiny TOML writer for the settings files we generate --------------------------------------

@@ -1,5 +1,5 @@
 """Fixtures for the end-to-end tests: a real host (`McplHost` on a kernel loaded from a
-settings file, every default plugin discovered), the loopback provider on both wires,
+settings file, every default plugin discovered), the loopback provider on every wire,
 and the scriptable MCPL server over a real stdio subprocess or a real WebSocket."""
 
 from __future__ import annotations

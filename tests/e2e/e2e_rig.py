@@ -15,11 +15,11 @@ from agentcore.kernel import Kernel
 from agentcore.mcpl.host import McplHost
 from agentcore.testing import LoopbackServer
 
-PROVIDERS = {"a": "anthropic", "o": "openai"}
-MODELS = {"a": "a:claude-e2e", "o": "o:gpt-e2e"}
+PROVIDERS = {"a": "anthropic", "o": "openai", "r": "openai-responses", "g": "gemini"}
+MODELS = {"a": "a:claude-e2e", "o": "o:gpt-e2e", "r": "r:gpt-responses-e2e", "g": "g:gemini-e2e"}
 ROUTING: dict[str, Any] = {
     "default": MODELS["a"],
-    "by_feature": {"fs.a": MODELS["a"], "fs.o": MODELS["o"]},
+    "by_feature": {f"fs.{name}": model for name, model in MODELS.items()},
 }
 # Short waits everywhere, so that giving up after retries takes milliseconds.
 RETRY: dict[str, Any] = {

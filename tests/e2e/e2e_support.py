@@ -49,6 +49,8 @@ MANIFEST: dict[str, Any] = {
     "featureSets": {
         "fs.a": {"description": "routed to the anthropic wire", "uses": STREAMING_USES},
         "fs.o": {"description": "routed to the openai wire", "uses": STREAMING_USES},
+        "fs.r": {"description": "routed to the openai-responses wire", "uses": STREAMING_USES},
+        "fs.g": {"description": "routed to the gemini wire", "uses": STREAMING_USES},
         "fs.off": {"description": "disabled by the host's settings", "uses": STREAMING_USES},
         "fs.unrouted": {"description": "no routing rule names it", "uses": STREAMING_USES},
         "fs.plain": {"description": "whole requests only", "uses": ["inferenceRequest"]},

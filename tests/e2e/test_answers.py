@@ -29,7 +29,8 @@ from agentcore.inference import TERMINAL_TYPES, Complete, Request, StreamEvent, 
 from agentcore.kernel import Kernel
 from agentcore.testing import Scenario
 
-WIRES = ("a", "o")  # provider names: a = anthropic wire, o = openai wire
+# Provider names: a = anthropic, o = openai (chat completions), r = openai-responses, g = gemini.
+WIRES = ("a", "o", "r", "g")
 SERVED = "served-e2e-1"
 PROMPT = "Summarize the notes."
 MAX_TOKENS = 64
@@ -39,12 +40,12 @@ PROGRESS = (
 )
 FINISH_ERROR = "The provider ended the inference with an error (finish_reason 'error')"
 BROKE = (
-    "The connection to the provider broke mid-reply (peer closed connection without "
-    "sending complete message body (incomplete chunked read))"
+    "The connection to the provider broke mid-reply "
+    "(the connection closed in the middle of a chunked body)"
 )
 BROKE_WHOLE = re.compile(
-    r"The connection to the provider broke mid-reply \(peer closed connection without "
-    r"sending complete message body \(received \d+ bytes, expected \d+\)\)"
+    r"The connection to the provider broke mid-reply "
+    r"\(the connection closed before the body's declared length came\)"
 )
 ENDED = "The inference stream ended without a result"  # the adapters' words and the kernel's
 NOT_JSON = re.compile(r"The provider's reply is not JSON: '\{.*'")
@@ -63,6 +64,10 @@ UNMAPPED = (
     "The provider ended the inference with stop token 'weird_stop', "
     "which agentcore has no stop reason for"
 )
+WHOLE_STREAM_ERRORS = {
+    "a": "The provider answered HTTP 529: Overloaded",
+    "g": "The provider answered HTTP 503: Overloaded",
+}
 
 
 @dataclass(frozen=True)
@@ -136,10 +141,11 @@ def cases() -> list[Case]:
     )
     # On the openai wire a stop sequence is known only from the request's own `stop`
     # list, and inference/request asks for none (SPEC §11.2): vLLM's `stop_reason`
-    # then names a sequence nobody asked for, and the stop is a plain end_turn.
+    # then names a sequence nobody asked for, and the stop is a plain end_turn. Gemini
+    # says STOP for a stop sequence too; the Responses API has no stop sequences.
     add(
         "stop_sequence",
-        WIRES,
+        ("a", "o", "g"),
         both,
         scenarios=(Scenario.stop_sequence("Counting: 1 2 3", sequence="END", model=SERVED),),
         calls=1,
@@ -212,8 +218,10 @@ def cases() -> list[Case]:
         calls=2,
         error="The provider answered HTTP 429: Rate limit exceeded",
     )
-    # Streamed: anthropic `event: error`, openai an error frame inside the 200. Whole:
-    # anthropic answers the status the error type implies, openai a 200 error body.
+    # Streamed: anthropic `event: error`, openai an error frame inside the 200, responses
+    # `error` and `response.failed`, gemini an error chunk. Whole: anthropic and gemini
+    # answer the status the error type implies, openai a 200 error body, responses a
+    # 200 failed response.
     add(
         "stream_error",
         WIRES,
@@ -229,9 +237,7 @@ def cases() -> list[Case]:
         (False,),
         scenarios=(Scenario.stream_error("Partial "), Scenario.stream_error("Partial ")),
         calls=2,
-        error=lambda w, s: (
-            "The provider answered HTTP 529: Overloaded" if w == "a" else "Overloaded"
-        ),
+        error=lambda w, s: WHOLE_STREAM_ERRORS.get(w, "Overloaded"),
     )
     add(
         "finish_reason_error",
@@ -372,9 +378,11 @@ def cases() -> list[Case]:
         error=TOOL,
     )
     # A tool_use stop with no tool block (no call came with it): still a stop to call one.
+    # Only the wires with a stop token of their own for a tool call can say this: the
+    # Responses API and Gemini signal a call by its output item or part alone.
     add(
         "tool_use_without_a_call",
-        WIRES,
+        ("a", "o"),
         both,
         scenarios=lambda w, s: (
             Scenario.text("Let me check.", raw_stop="tool_use" if w == "a" else "tool_calls"),
@@ -484,11 +492,19 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
     for call in calls:
         assert call.stream is case.stream
         assert call.model == MODELS[case.wire].split(":", 1)[1]
-        assert PROMPT in str(call.body["messages"])
-        assert "Be brief." in str(call.body)
-        tokens = call.body.get("max_tokens", call.body.get("max_completion_tokens"))
-        assert tokens == MAX_TOKENS
-        assert call.body["temperature"] == 0.2
+        assert asked(call.wire, call.body) == (MAX_TOKENS, 0.2)
+        assert PROMPT in str(call.body) and "Be brief." in str(call.body)
+
+
+def asked(wire: str, body: dict[str, Any]) -> tuple[Any, Any]:
+    """The output limit and temperature a request body asks for, wherever its wire puts them."""
+    if wire == "gemini":
+        config = body["generationConfig"]
+        return config["maxOutputTokens"], config["temperature"]
+    for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        if name in body:
+            return body[name], body["temperature"]
+    raise AssertionError(f"no output limit in {body}")
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -1,12 +1,12 @@
-"""Helpers shared by the provider tests: SSE payloads, awkward splits, mocked responses."""
+"""Helpers shared by the provider tests: SSE payloads, awkward splits, translating with no
+HTTP, raw bodies over the loopback server."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
-
-import httpx
 
 from agentcore.inference import (
     Complete,
@@ -18,6 +18,9 @@ from agentcore.inference import (
     Token,
 )
 from agentcore.providers.base import Provider
+from agentcore.providers.sse import SSEDecoder
+from agentcore.providers.wire import Translator
+from agentcore.testing import LoopbackServer, Scenario
 
 KEY = "sk-test-secret-key-123456"
 KEY_ENV = "PROVIDER_TEST_KEY"
@@ -38,33 +41,6 @@ def sse(*events: tuple[str | None, Any], eol: str = "\n") -> bytes:
         lines = ([f"event: {name}"] if name else []) + [f"data: {text}"]
         out.append(eol.join(lines) + eol + eol)
     return "".join(out).encode()
-
-
-class ChunkStream(httpx.AsyncByteStream):
-    """A response body delivered in the given chunks; remembers whether it was closed."""
-
-    def __init__(self, chunks: Sequence[bytes], *, hang: bool = False) -> None:
-        self.chunks = list(chunks)
-        self.hang = hang
-        self.closed = False
-        self.sent = 0
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self.chunks:
-            self.sent += 1
-            yield chunk
-        if self.hang:
-            import asyncio
-
-            await asyncio.Event().wait()
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
-def streamed(chunks: Sequence[bytes], status: int = 200, **kwargs: Any) -> httpx.Response:
-    headers = {"content-type": "text/event-stream", **kwargs.pop("headers", {})}
-    return httpx.Response(status, headers=headers, stream=ChunkStream(chunks, **kwargs))
 
 
 def splits(payload: bytes, *, every: int = 1) -> Iterator[list[bytes]]:
@@ -110,3 +86,37 @@ def invisible(events: list[StreamEvent], block: str) -> str:
     return "".join(
         e.text for e in events if isinstance(e, Token) and not e.visible and e.block == block
     )
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture(name: str) -> bytes:
+    """A recorded SSE body from ``tests/providers/fixtures``."""
+    return (FIXTURES / name).read_bytes()
+
+
+def translate(
+    translator: Translator, chunks: Sequence[bytes], cut: InferenceError | None = None
+) -> list[StreamEvent]:
+    """What a translator makes of a body delivered in `chunks`, with no HTTP: the driver's
+    loop, synchronously (`cut`: the body broke off after the last chunk)."""
+    decoder = SSEDecoder()
+    events: list[StreamEvent] = []
+    for chunk in chunks:
+        events += translator.feed(decoder.feed_tuples(chunk))
+        if translator.done:
+            break
+    else:
+        if cut is None:
+            events += translator.feed(decoder.close_tuples())
+    events += translator.end(cut)
+    return events
+
+
+def raw(server: LoopbackServer, body: bytes, status: int = 200, **headers: str) -> None:
+    """Have the loopback server answer the next call with exactly `body` (an SSE stream
+    unless a ``content_type`` says otherwise)."""
+    headers.setdefault("content_type", "text/event-stream")
+    sent = {name.replace("_", "-"): value for name, value in headers.items()}
+    server.script(Scenario.http_error(status, body=body, headers=sent))

@@ -1,27 +1,26 @@
-"""The Anthropic adapter on recorded-style SSE bytes (respx), split at awkward boundaries."""
+"""The Anthropic wire: its translator on SSE bytes split at awkward boundaries (no HTTP),
+and its calls over HTTP against the loopback server (raw bodies played verbatim)."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 
-import httpx
 import pytest
-import respx
 from providers_support import (
     FACE,
     KEY,
     KEY_ENV,
     SNOWMAN,
-    ChunkStream,
     awkward_cuts,
     collect,
     invisible,
+    raw,
     request,
     splits,
     sse,
-    streamed,
     terminal,
+    translate,
     visible,
 )
 
@@ -32,6 +31,7 @@ from agentcore.inference import (
     Failed,
     InferenceError,
     Message,
+    StreamEvent,
     TextBlock,
     ThinkingBlock,
     Token,
@@ -42,22 +42,30 @@ from agentcore.inference import (
 )
 from agentcore.log import redact
 from agentcore.providers import create_provider
-from agentcore.providers.anthropic import AnthropicProvider
+from agentcore.providers.anthropic import AnthropicProvider, AnthropicTranslator
 from agentcore.settings import InferenceSettings, ProviderSettings
-
-pytestmark = pytest.mark.usefixtures("httpx_transport")
-
-BASE = "http://anthropic.test"
-URL = f"{BASE}/v1/messages"
+from agentcore.testing import LoopbackServer, Scenario
 
 
 @pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> AnthropicProvider:
+async def provider(
+    monkeypatch: pytest.MonkeyPatch, loopback_provider: LoopbackServer
+) -> AsyncIterator[AnthropicProvider]:
     monkeypatch.setenv(KEY_ENV, KEY)
-    config = ProviderSettings(kind="anthropic", base_url=BASE, api_key_env=KEY_ENV)
+    base = loopback_provider.base_url("anthropic")
+    config = ProviderSettings(kind="anthropic", base_url=base, api_key_env=KEY_ENV)
     made = create_provider("anth", config, InferenceSettings())
     assert isinstance(made, AnthropicProvider)
-    return made
+    yield made
+    await made.aclose()
+
+
+def translator(**inference: str) -> AnthropicTranslator:
+    return AnthropicTranslator("anth", "m", **inference)
+
+
+def play(chunks: list[bytes], **inference: str) -> list[StreamEvent]:
+    return translate(translator(**inference), chunks)
 
 
 def message_start(model: str = "claude-served-1") -> tuple[str, object]:
@@ -137,45 +145,37 @@ def text_stream(stop: str = "end_turn", sequence: str | None = None, eol: str = 
     )
 
 
-async def test_text_stream_at_every_split(provider: AnthropicProvider) -> None:
+def test_text_stream_at_every_split() -> None:
     payload = text_stream()
-    with respx.mock(assert_all_called=False) as mock:
-        route = mock.post(URL)
-        for chunks in splits(payload, every=7):
-            route.mock(return_value=streamed(chunks))
-            events = await collect(provider)
-            end = terminal(events)
-            assert isinstance(end, Complete), (chunks, events)
-            assert visible(events) == TEXT
-            response = end.response
-            assert response.content == [TextBlock(TEXT)]
-            assert (response.stop.reason, response.stop.raw) == ("end_turn", "end_turn")
-            assert (response.model_requested, response.model_served) == ("m", "claude-served-1")
-            usage = response.usage
-            assert (usage.input_tokens, usage.output_tokens) == (25, 9)
-            assert (usage.cache_read_tokens, usage.cache_creation_tokens) == (7, 3)
+    for chunks in splits(payload, every=7):
+        events = play(chunks)
+        end = terminal(events)
+        assert isinstance(end, Complete), (chunks, events)
+        assert visible(events) == TEXT
+        response = end.response
+        assert response.content == [TextBlock(TEXT)]
+        assert (response.stop.reason, response.stop.raw) == ("end_turn", "end_turn")
+        assert (response.model_requested, response.model_served) == ("m", "claude-served-1")
+        usage = response.usage
+        assert (usage.input_tokens, usage.output_tokens) == (25, 9)
+        assert (usage.cache_read_tokens, usage.cache_creation_tokens) == (7, 3)
 
 
-async def test_awkward_boundaries(provider: AnthropicProvider) -> None:
+def test_awkward_boundaries() -> None:
     """Mid-line, mid-UTF-8 character, mid-event, between CR and LF."""
     for eol in ("\n", "\r\n", "\r"):
         payload = text_stream(eol=eol)
         markers = [SNOWMAN.encode(), FACE.encode(), b"event: content_block_delta"]
         cuts = awkward_cuts(payload, *markers, *([b"\r\n"] if eol == "\r\n" else []))
-        with respx.mock() as mock:
-            route = mock.post(URL)
-            for cut in cuts:
-                route.mock(return_value=streamed([payload[:cut], payload[cut:]]))
-                events = await collect(provider)
-                end = terminal(events)
-                assert isinstance(end, Complete), (eol, cut, events)
-                assert end.response.text == TEXT
+        for cut in cuts:
+            events = play([payload[:cut], payload[cut:]])
+            end = terminal(events)
+            assert isinstance(end, Complete), (eol, cut, events)
+            assert end.response.text == TEXT
 
 
-async def test_event_order_and_shapes(provider: AnthropicProvider) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([text_stream()]))
-        events = await collect(provider)
+def test_event_order_and_shapes() -> None:
+    events = play([text_stream()])
     kinds = [type(e).__name__ for e in events]
     assert kinds == [
         "UsageUpdate",
@@ -194,7 +194,10 @@ async def test_event_order_and_shapes(provider: AnthropicProvider) -> None:
     assert isinstance(first_usage, UsageUpdate) and first_usage.usage.output_tokens == 1
 
 
-async def test_request_wire_format_and_headers(provider: AnthropicProvider) -> None:
+async def test_request_wire_format_and_headers(
+    provider: AnthropicProvider, loopback_provider: LoopbackServer
+) -> None:
+    server = loopback_provider
     req = request(
         "What's the weather?",
         system="Be brief.",
@@ -210,14 +213,14 @@ async def test_request_wire_format_and_headers(provider: AnthropicProvider) -> N
         ),
         Message("user", [ToolResultBlock("t1", "sunny")]),
     ]
-    with respx.mock() as mock:
-        route = mock.post(URL).mock(return_value=streamed([text_stream()]))
-        await collect(provider, req)
-    sent = route.calls.last.request
+    raw(server, text_stream())
+    assert isinstance(terminal(await collect(provider, req)), Complete)
+    sent = server.calls[-1]
+    assert sent.path == "/v1/messages"
     assert sent.headers["x-api-key"] == KEY
     assert sent.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in sent.headers
-    body = json.loads(sent.content)
+    body = sent.body
     assert body["model"] == "m" and body["stream"] is True
     assert body["max_tokens"] == 77 and body["temperature"] == 0.2
     assert body["system"] == "Be brief." and body["stop_sequences"] == ["END"]
@@ -249,7 +252,7 @@ def test_key_is_registered_as_a_secret(provider: AnthropicProvider) -> None:
 
 def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
-    config = ProviderSettings(kind="anthropic", base_url=BASE, api_key_env="NO_SUCH_KEY_VAR")
+    config = ProviderSettings(kind="anthropic", api_key_env="NO_SUCH_KEY_VAR")
     with pytest.raises(InferenceError) as info:
         AnthropicProvider("anth", config, InferenceSettings())
     assert info.value.kind == "auth" and "NO_SUCH_KEY_VAR" in info.value.message
@@ -267,20 +270,16 @@ def test_missing_key_is_an_auth_error_naming_the_variable(monkeypatch: pytest.Mo
         ("model_context_window_exceeded", "max_tokens"),
     ],
 )
-async def test_stop_reasons(provider: AnthropicProvider, stop: str, reason: str) -> None:
+def test_stop_reasons(stop: str, reason: str) -> None:
     sequence = "END" if stop == "stop_sequence" else None
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([text_stream(stop, sequence)]))
-        end = terminal(await collect(provider))
+    end = terminal(play([text_stream(stop, sequence)]))
     assert isinstance(end, Complete)
     assert (end.response.stop.reason, end.response.stop.raw) == (reason, stop)
     assert end.response.stop.sequence == sequence
 
 
-async def test_unknown_stop_is_an_error_by_default(provider: AnthropicProvider) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([text_stream("brand_new_reason")]))
-        end = terminal(await collect(provider))
+def test_unknown_stop_is_an_error_by_default() -> None:
+    end = terminal(play([text_stream("brand_new_reason")]))
     assert isinstance(end, Failed)
     assert end.error.message == (
         "The provider ended the inference with stop token 'brand_new_reason', "
@@ -288,13 +287,8 @@ async def test_unknown_stop_is_an_error_by_default(provider: AnthropicProvider) 
     )
 
 
-async def test_unknown_stop_as_end_turn_is_marked_unmapped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    config = ProviderSettings(kind="anthropic", base_url=BASE, api_key_env=KEY_ENV)
-    lenient = AnthropicProvider("anth", config, InferenceSettings(unknown_stop="end_turn"))
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([text_stream("brand_new_reason")]))
-        end = terminal(await collect(lenient))
+def test_unknown_stop_as_end_turn_is_marked_unmapped() -> None:
+    end = terminal(play([text_stream("brand_new_reason")], unknown_stop="end_turn"))
     assert isinstance(end, Complete)
     stop = end.response.stop
     assert (stop.reason, stop.raw, stop.mapped) == ("end_turn", "brand_new_reason", False)
@@ -320,29 +314,24 @@ def tool_stream(cut: bool) -> bytes:
     return sse(*events)
 
 
-async def test_tool_use(provider: AnthropicProvider) -> None:
+def test_tool_use() -> None:
     payload = tool_stream(cut=False)
-    with respx.mock() as mock:
-        route = mock.post(URL)
-        for chunks in splits(payload, every=11):
-            route.mock(return_value=streamed(chunks))
-            events = await collect(provider)
-            end = terminal(events)
-            assert isinstance(end, Complete)
-            assert end.response.stop.reason == "tool_use"
-            assert end.response.content == [
-                TextBlock("Checking."),
-                ToolUseBlock("toolu_1", "get_weather", {"city": "Oslo", "unit": "c"}),
-            ]
-            assert invisible(events, "tool_use") == '{"city": "Oslo", "unit": "c"}'
-            assert visible(events) == "Checking."
-            assert BlockStart(1, "tool_use", "get_weather", "toolu_1") in events
+    for chunks in splits(payload, every=11):
+        events = play(chunks)
+        end = terminal(events)
+        assert isinstance(end, Complete)
+        assert end.response.stop.reason == "tool_use"
+        assert end.response.content == [
+            TextBlock("Checking."),
+            ToolUseBlock("toolu_1", "get_weather", {"city": "Oslo", "unit": "c"}),
+        ]
+        assert invisible(events, "tool_use") == '{"city": "Oslo", "unit": "c"}'
+        assert visible(events) == "Checking."
+        assert BlockStart(1, "tool_use", "get_weather", "toolu_1") in events
 
 
-async def test_tool_use_cut_at_max_tokens(provider: AnthropicProvider) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([tool_stream(cut=True)]))
-        events = await collect(provider)
+def test_tool_use_cut_at_max_tokens() -> None:
+    events = play([tool_stream(cut=True)])
     end = terminal(events)
     assert isinstance(end, Complete)
     assert end.response.stop.reason == "max_tokens"
@@ -353,7 +342,7 @@ async def test_tool_use_cut_at_max_tokens(provider: AnthropicProvider) -> None:
     )
 
 
-async def test_thinking_before_text(provider: AnthropicProvider) -> None:
+def test_thinking_before_text() -> None:
     payload = sse(
         message_start(),
         block_start(0, {"type": "thinking", "thinking": ""}),
@@ -368,9 +357,7 @@ async def test_thinking_before_text(provider: AnthropicProvider) -> None:
         block_stop(2),
         *message_end("end_turn"),
     )
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        events = await collect(provider)
+    events = play([payload])
     end = terminal(events)
     assert isinstance(end, Complete)
     assert end.response.content == [ThinkingBlock("Let me think.", "EqQBCgYIAR"), TextBlock("42")]
@@ -389,18 +376,14 @@ async def test_thinking_before_text(provider: AnthropicProvider) -> None:
         ("authentication_error", "auth", False),
     ],
 )
-async def test_error_event_mid_stream(
-    provider: AnthropicProvider, etype: str, kind: str, retryable: bool
-) -> None:
+def test_error_event_mid_stream(etype: str, kind: str, retryable: bool) -> None:
     payload = sse(
         message_start(),
         block_start(0, {"type": "text", "text": ""}),
         text_delta(0, "Part"),
         ("error", {"type": "error", "error": {"type": etype, "message": "Boom"}}),
     )
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        events = await collect(provider)
+    events = play([payload])
     end = terminal(events)
     assert isinstance(end, Failed)
     assert (end.error.kind, end.error.retryable, end.error.code) == (kind, retryable, etype)
@@ -408,60 +391,46 @@ async def test_error_event_mid_stream(
     assert visible(events) == "Part"
 
 
-async def test_stream_ending_without_message_stop(provider: AnthropicProvider) -> None:
+async def test_stream_ending_without_message_stop(
+    provider: AnthropicProvider, loopback_provider: LoopbackServer
+) -> None:
     payload = sse(
         message_start(), block_start(0, {"type": "text", "text": ""}), text_delta(0, "Hi")
     )
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
-    assert isinstance(end, Failed)
-    assert (end.error.kind, end.error.code) == ("network", "no_terminal")
+    raw(loopback_provider, payload)  # a body that just ends, over HTTP and with no HTTP
+    for end in (terminal(await collect(provider)), terminal(play([payload]))):
+        assert isinstance(end, Failed)
+        assert (end.error.kind, end.error.code) == ("network", "no_terminal")
 
 
-async def test_stream_broken_mid_way(provider: AnthropicProvider) -> None:
-    class Broken(ChunkStream):
-        async def __aiter__(self):  # type: ignore[no-untyped-def]
-            yield self.chunks[0]
-            raise httpx.RemoteProtocolError("peer closed connection")
-
-    payload = sse(
-        message_start(), block_start(0, {"type": "text", "text": ""}), text_delta(0, "Hi")
-    )
-    stream = Broken([payload])
-    with respx.mock() as mock:
-        mock.post(URL).mock(
-            return_value=httpx.Response(
-                200, headers={"content-type": "text/event-stream"}, stream=stream
-            )
-        )
-        end = terminal(await collect(provider))
+async def test_stream_broken_mid_way(
+    provider: AnthropicProvider, loopback_provider: LoopbackServer
+) -> None:
+    loopback_provider.script(Scenario.cut("Hi "))
+    events = await collect(provider)
+    end = terminal(events)
     assert isinstance(end, Failed) and end.error.kind == "network"
-    assert stream.closed
+    assert "broke mid-reply" in end.error.message
+    assert visible(events) == "Hi "
+    await loopback_provider.wait_idle()  # the cut connection is closed, not pooled
 
 
-async def test_non_json_event_fails_typed(provider: AnthropicProvider) -> None:
+def test_non_json_event_fails_typed() -> None:
     payload = sse(message_start(), ("content_block_delta", "{not json"))
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Failed) and end.error.kind == "server"
 
 
-async def test_leaving_early_closes_the_response(provider: AnthropicProvider) -> None:
-    payload = sse(
-        message_start(), block_start(0, {"type": "text", "text": ""}), text_delta(0, "Hi")
-    )
-    response = streamed([payload], hang=True)
-    stream = response.stream
-    assert isinstance(stream, ChunkStream)
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=response)
-        async with aclosing(provider.stream(request(), "m")) as events:
-            async for event in events:
-                if isinstance(event, Token):
-                    break
-    assert stream.closed
+async def test_leaving_early_closes_the_response(
+    provider: AnthropicProvider, loopback_provider: LoopbackServer
+) -> None:
+    loopback_provider.script(Scenario.stall("Hi ", keepalive_s=0.02))
+    async with aclosing(provider.stream(request(), "m")) as events:
+        async for event in events:
+            if isinstance(event, Token):
+                break
+    await loopback_provider.wait_idle()  # the server saw the client go, with its connection
+    assert loopback_provider.calls[-1].disconnected
 
 
 @pytest.mark.parametrize(
@@ -519,23 +488,24 @@ async def test_leaving_early_closes_the_response(provider: AnthropicProvider) ->
 )
 async def test_http_errors_streamed_and_whole(
     provider: AnthropicProvider,
+    loopback_provider: LoopbackServer,
     status: int,
     body: object,
     headers: dict[str, str],
     kind: str,
     wait: float | None,
 ) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=httpx.Response(status, json=body, headers=headers))
-        end = terminal(await collect(provider))
-        with pytest.raises(InferenceError) as info:
-            await provider.complete(request(), "m")
+    for _ in range(2):
+        loopback_provider.script(Scenario.http_error(status, body=body, headers=headers))
+    end = terminal(await collect(provider))
+    with pytest.raises(InferenceError) as info:
+        await provider.complete(request(), "m")
     assert isinstance(end, Failed)
     for error in (end.error, info.value):
         assert (error.kind, error.status, error.retry_after_s) == (kind, status, wait)
 
 
-async def test_whole_reply(provider: AnthropicProvider) -> None:
+async def test_whole_reply(provider: AnthropicProvider, loopback_provider: LoopbackServer) -> None:
     body = {
         "id": "msg_1",
         "type": "message",
@@ -550,10 +520,9 @@ async def test_whole_reply(provider: AnthropicProvider) -> None:
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 20, "cache_read_input_tokens": 4},
     }
-    with respx.mock() as mock:
-        route = mock.post(URL).mock(return_value=httpx.Response(200, json=body))
-        response = await provider.complete(request(), "m")
-    assert json.loads(route.calls.last.request.content)["stream"] is False
+    loopback_provider.script(Scenario.http_error(200, body=body))
+    response = await provider.complete(request(), "m")
+    assert loopback_provider.calls[-1].body["stream"] is False
     assert response.content == [
         ThinkingBlock("hmm", "s"),
         TextBlock("Let me look."),
@@ -565,17 +534,26 @@ async def test_whole_reply(provider: AnthropicProvider) -> None:
     assert response.usage.cache_read_tokens == 4
 
 
-async def test_whole_network_failure_is_typed(provider: AnthropicProvider) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
+async def test_whole_network_failure_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    async with LoopbackServer() as gone:
+        base = gone.url
+    config = ProviderSettings(kind="anthropic", base_url=base, api_key_env=KEY_ENV)
+    refused = AnthropicProvider("anth", config, InferenceSettings())  # its port refuses now
+    try:
         with pytest.raises(InferenceError) as info:
-            await provider.complete(request(), "m")
-        end = terminal(await collect(provider))
+            await refused.complete(request(), "m")
+        end = terminal(await collect(refused))
+    finally:
+        await refused.aclose()
     assert info.value.kind == "network"
+    assert "Could not connect" in info.value.message
     assert isinstance(end, Failed) and end.error.kind == "network"
 
 
-async def test_json_body_where_a_stream_was_asked(provider: AnthropicProvider) -> None:
+async def test_json_body_where_a_stream_was_asked(
+    provider: AnthropicProvider, loopback_provider: LoopbackServer
+) -> None:
     body = {
         "type": "message",
         "model": "claude-x",
@@ -583,9 +561,8 @@ async def test_json_body_where_a_stream_was_asked(provider: AnthropicProvider) -
         "stop_reason": "end_turn",
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=httpx.Response(200, json=body))
-        events = await collect(provider)
+    loopback_provider.script(Scenario.http_error(200, body=body))
+    events = await collect(provider)
     end = terminal(events)
     assert isinstance(end, Complete) and end.response.text == "whole"
     assert visible(events) == "whole"

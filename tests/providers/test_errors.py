@@ -1,4 +1,5 @@
-"""Stated waits, error bodies, error kinds: the small functions adapters build errors from."""
+"""Stated waits, error bodies, error kinds: the small functions adapters build errors from;
+and the driver's map of transport failures."""
 
 from __future__ import annotations
 
@@ -6,22 +7,23 @@ import time
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
-import httpx
+import aiohttp
 import pytest
+from aiohttp.client_reqrep import ConnectionKey
 
 from agentcore.log import register_secret
-from agentcore.providers.http import (
+from agentcore.providers.driver import transport_error
+from agentcore.providers.errors import (
     MID_STREAM,
     classify,
-    error_from_exception,
     error_from_payload,
     error_from_response,
-    fast_loads,
     parse_duration,
     parse_error_body,
     retry_after_from_body,
     retry_after_from_headers,
 )
+from agentcore.providers.wire import fast_loads
 
 NOW = 1_800_000_000.0
 
@@ -250,24 +252,31 @@ def test_error_from_payload_mid_stream() -> None:
     assert (openrouter.kind, openrouter.code) == ("rate_limit", "429")
 
 
+KEY = ConnectionKey("api.test", 443, True, True, None, None, None)
+
+
 @pytest.mark.parametrize(
-    ("exc", "kind"),
+    ("exc", "kind", "says"),
     [
-        (httpx.ConnectTimeout("t"), "timeout"),
-        (httpx.ReadTimeout("t"), "timeout"),
-        (httpx.PoolTimeout("t"), "timeout"),
-        (httpx.ConnectError("refused"), "network"),
-        (httpx.ReadError("reset"), "network"),
-        (httpx.RemoteProtocolError("incomplete chunked read"), "network"),
-        (httpx.UnsupportedProtocol("ftp"), "invalid_request"),
-        (ConnectionResetError("reset"), "network"),
-        (httpx.DecodingError("bad gzip"), "unknown"),
+        (aiohttp.ConnectionTimeoutError("t"), "timeout", "Timed out connecting"),
+        (aiohttp.SocketTimeoutError("t"), "timeout", "Timed out waiting for data"),
+        (TimeoutError(), "timeout", "Timed out"),
+        (aiohttp.ClientConnectorError(KEY, OSError(111, "refused")), "network", "connect"),
+        (aiohttp.ClientOSError(104, "reset"), "network", "Network error"),
+        (aiohttp.ClientPayloadError("Response payload is not completed"), "network", "mid-reply"),
+        (aiohttp.ServerDisconnectedError(), "network", "mid-reply"),
+        (aiohttp.NonHttpUrlClientError("ftp://x"), "invalid_request", "Bad provider URL"),
+        (aiohttp.InvalidURL("http://["), "invalid_request", "Bad provider URL"),
+        (ConnectionResetError("reset"), "network", "Network error"),
+        (ValueError("bad gzip"), "unknown", "ValueError"),
     ],
 )
-def test_error_from_exception(exc: Exception, kind: str) -> None:
-    error = error_from_exception(exc, provider="p", model="m")
+def test_transport_error(exc: Exception, kind: str, says: str) -> None:
+    error = transport_error(exc, provider="p", model="m")
     assert error.kind == kind
+    assert says in error.message
     assert error.retryable == (kind in ("timeout", "network"))
+    assert (error.provider, error.model) == ("p", "m")
 
 
 def test_fast_loads_is_json_loads() -> None:

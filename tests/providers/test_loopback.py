@@ -26,14 +26,18 @@ from agentcore.inference import (
     ToolUseBlock,
 )
 from agentcore.kernel import Kernel
-from agentcore.providers.http import MID_STREAM
+from agentcore.providers.errors import MID_STREAM
 from agentcore.providers.openai import FINISH_ERROR
 from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
 
 LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
-PROVIDERS = ["anthropic", "openai", "openrouter", "compat"]
+PROVIDERS = ["anthropic", "openai", "openrouter", "compat", "responses", "gemini"]
 OPENAI_FAMILY = ["openai", "openrouter", "compat"]
+REFUSAL_RAW = {"anthropic": "refusal", "responses": "content_filter", "gemini": "SAFETY"}
+"""Each wire's own word for a refusal (the rest of the openai family: ``content_filter``)."""
+WHOLE_STREAM_ERROR_STATUS = {"anthropic": 529, "gemini": 503}
+"""The status a whole call gets for an error the stream would name; the rest answer 200."""
 TEXT = "Hello there, w\u00f6rld \u2603"
 
 
@@ -64,11 +68,17 @@ def kernel_for(loopback_settings: Callable[..., Path]) -> Callable[..., Kernel]:
 
 
 def request(provider: str) -> Request:
-    return Request(f"{provider}:model-x", [Message.user("hi")], stop_sequences=["END"])
+    # The Responses API has no stop sequences (test_stop_sequence asks for one there).
+    stop = [] if provider == "responses" else ["END"]
+    return Request(f"{provider}:model-x", [Message.user("hi")], stop_sequences=stop)
 
 
-async def run(kernel: Kernel, provider: str, streamed: bool) -> Outcome:
+async def run(
+    kernel: Kernel, provider: str, streamed: bool, request_stop: tuple[str, ...] | None = None
+) -> Outcome:
     req = request(provider)
+    if request_stop is not None:
+        req.stop_sequences = [*request_stop]
     if not streamed:
         try:
             return Outcome(Complete(await kernel.complete(req)), [])
@@ -141,11 +151,21 @@ class TestCompletes:
     async def test_stop_sequence(
         self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
     ) -> None:
+        if provider == "responses":  # no stop sequences on that wire: asking for one says so
+            async with kernel_for() as kernel:
+                outcome = await run(kernel, provider, streamed, request_stop=("END",))
+            assert (outcome.error.kind, outcome.error.retryable) == ("invalid_request", False)
+            assert "Responses API has no stop sequences" in outcome.error.message
+            assert loopback_provider.calls_to(provider) == []  # refused before any call
+            return
         scenario = Scenario.stop_sequence("1 2 3", sequence="END")
         stop = response(
             await play(loopback_provider, kernel_for, provider, streamed, scenario)
         ).stop
-        assert (stop.reason, stop.sequence) == ("stop_sequence", "END")
+        if provider == "gemini":  # Gemini says STOP for a stop sequence too: not detectable
+            assert (stop.reason, stop.raw, stop.sequence) == ("end_turn", "STOP", None)
+        else:
+            assert (stop.reason, stop.sequence) == ("stop_sequence", "END")
 
     async def test_refusal(
         self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
@@ -154,7 +174,7 @@ class TestCompletes:
             await play(loopback_provider, kernel_for, provider, streamed, Scenario.refusal())
         )
         assert got.stop.reason == "refusal"
-        assert got.stop.raw == ("refusal" if provider == "anthropic" else "content_filter")
+        assert got.stop.raw == REFUSAL_RAW.get(provider, "content_filter")
 
     async def test_tool_use(
         self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
@@ -228,10 +248,10 @@ class TestFailsInside200:
         assert (error.kind, error.retryable) == ("overloaded", True)
         if streamed:
             assert error.message == MID_STREAM + "Overloaded"
-        elif provider == "anthropic":
-            assert error.status == 529  # a whole call gets the status the type implies
         else:
-            assert error.status == 200  # OpenRouter answers 200 with only the error
+            # Anthropic and Gemini answer a whole call with the status the type implies,
+            # OpenRouter 200 with only the error, Responses 200 with a failed response.
+            assert error.status == WHOLE_STREAM_ERROR_STATUS.get(provider, 200)
 
     async def test_error_body_in_a_200(
         self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
@@ -412,6 +432,8 @@ async def test_key_is_sent_and_never_logged(
     headers = loopback_provider.calls_to(provider)[-1].headers
     if provider == "anthropic":
         assert headers["x-api-key"] == API_KEY and "authorization" not in headers
+    elif provider == "gemini":
+        assert headers["x-goog-api-key"] == API_KEY and "authorization" not in headers
     else:
         assert headers["authorization"] == f"Bearer {API_KEY}"
     assert lines, "the unmapped stop token should have been logged"

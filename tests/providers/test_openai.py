@@ -1,28 +1,27 @@
-"""The chat-completions adapter (openai, openrouter, openai-compatible) on SSE bytes (respx)."""
+"""The chat-completions wire (openai, openrouter, openai-compatible): its translator on SSE
+bytes (no HTTP), and its calls over HTTP against the loopback server (raw bodies)."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
-import httpx
 import pytest
-import respx
 from providers_support import (
     FACE,
     KEY,
     KEY_ENV,
     SNOWMAN,
-    ChunkStream,
     awkward_cuts,
     collect,
     invisible,
+    raw,
     request,
     splits,
     sse,
-    streamed,
     terminal,
+    translate,
     visible,
 )
 
@@ -33,6 +32,8 @@ from agentcore.inference import (
     Failed,
     InferenceError,
     Message,
+    Request,
+    StreamEvent,
     TextBlock,
     ThinkingBlock,
     Token,
@@ -42,20 +43,11 @@ from agentcore.inference import (
 )
 from agentcore.log import redact
 from agentcore.providers import create_provider
-from agentcore.providers.openai import FINISH_ERROR, OpenAIProvider
+from agentcore.providers.openai import FINISH_ERROR, OpenAIProvider, OpenAITranslator
 from agentcore.settings import InferenceSettings, ProviderSettings
+from agentcore.testing import LoopbackServer, Scenario
 
-pytestmark = pytest.mark.usefixtures("httpx_transport")
-
-BASE = "http://openai.test/v1"
-URL = f"{BASE}/chat/completions"
-
-
-def make(kind: str = "openai", *, key: bool = True, **inference: Any) -> OpenAIProvider:
-    config = ProviderSettings(kind=kind, base_url=BASE, api_key_env=KEY_ENV if key else None)  # type: ignore[arg-type]
-    made = create_provider("oa", config, InferenceSettings(**inference))
-    assert isinstance(made, OpenAIProvider)
-    return made
+Make = Callable[..., OpenAIProvider]
 
 
 @pytest.fixture(autouse=True)
@@ -64,8 +56,32 @@ def key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def provider() -> OpenAIProvider:
+async def make(loopback_provider: LoopbackServer) -> AsyncIterator[Make]:
+    """Providers pointed at the loopback server, closed after the test."""
+    made: list[OpenAIProvider] = []
+
+    def factory(kind: str = "openai", *, key: bool = True, **inference: Any) -> OpenAIProvider:
+        base = loopback_provider.base_url("openai")
+        env = KEY_ENV if key else None
+        config = ProviderSettings(kind=kind, base_url=base, api_key_env=env)
+        provider = create_provider("oa", config, InferenceSettings(**inference))
+        assert isinstance(provider, OpenAIProvider)
+        made.append(provider)
+        return provider
+
+    yield factory
+    for provider in made:
+        await provider.aclose()
+
+
+@pytest.fixture
+def provider(make: Make) -> OpenAIProvider:
     return make()
+
+
+def play(chunks: list[bytes], req: Request | None = None, **inference: Any) -> list[StreamEvent]:
+    stops = (req or request()).stop_sequences
+    return translate(OpenAITranslator("oa", "m", stop_sequences=stops, **inference), chunks)
 
 
 def chunk(
@@ -118,13 +134,11 @@ def text_stream(finish: str = "stop", eol: str = "\n", **choice: Any) -> bytes:
     return body.replace(b"data: {", b": OPENROUTER PROCESSING" + eol.encode() * 2 + b"data: {", 1)
 
 
-async def test_text_stream_at_every_split(provider: OpenAIProvider) -> None:
+def test_text_stream_at_every_split() -> None:
     payload = text_stream()
-    with respx.mock() as mock:
-        route = mock.post(URL)
+    if True:
         for chunks in splits(payload, every=7):
-            route.mock(return_value=streamed(chunks))
-            events = await collect(provider)
+            events = play(chunks)
             end = terminal(events)
             assert isinstance(end, Complete), (chunks, events)
             assert visible(events) == TEXT
@@ -136,24 +150,20 @@ async def test_text_stream_at_every_split(provider: OpenAIProvider) -> None:
             assert response.usage.cache_read_tokens == 8
 
 
-async def test_awkward_boundaries(provider: OpenAIProvider) -> None:
+def test_awkward_boundaries() -> None:
     for eol in ("\n", "\r\n", "\r"):
         payload = text_stream(eol=eol)
         markers = [SNOWMAN.encode(), FACE.encode(), b": OPENROUTER", b"[DONE]"]
         cuts = awkward_cuts(payload, *markers, *([b"\r\n"] if eol == "\r\n" else []))
-        with respx.mock() as mock:
-            route = mock.post(URL)
+        if True:
             for cut in cuts:
-                route.mock(return_value=streamed([payload[:cut], payload[cut:]]))
-                end = terminal(await collect(provider))
+                end = terminal(play([payload[:cut], payload[cut:]]))
                 assert isinstance(end, Complete), (eol, cut)
                 assert end.response.text == TEXT
 
 
-async def test_events_in_order(provider: OpenAIProvider) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([text_stream()]))
-        events = await collect(provider)
+def test_events_in_order() -> None:
+    events = play([text_stream()])
     assert [type(e).__name__ for e in events] == [
         "BlockStart",
         "Token",
@@ -175,7 +185,9 @@ async def test_events_in_order(provider: OpenAIProvider) -> None:
         ("openai-compatible", "max_tokens"),
     ],
 )
-async def test_request_wire_format(kind: str, limit_field: str) -> None:
+async def test_request_wire_format(
+    make: Make, loopback_provider: LoopbackServer, kind: str, limit_field: str
+) -> None:
     provider = make(kind)
     req = request(
         "Weather?",
@@ -197,12 +209,12 @@ async def test_request_wire_format(kind: str, limit_field: str) -> None:
         ),
         Message("user", [ToolResultBlock("c1", "sunny"), TextBlock("Thanks")]),
     ]
-    with respx.mock() as mock:
-        route = mock.post(URL).mock(return_value=streamed([text_stream()]))
-        await collect(provider, req)
-    sent = route.calls.last.request
+    raw(loopback_provider, text_stream())
+    assert isinstance(terminal(await collect(provider, req)), Complete)
+    sent = loopback_provider.calls[-1]
+    assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == f"Bearer {KEY}"
-    body = json.loads(sent.content)
+    body = sent.body
     assert body[limit_field] == 55
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["stop"] == ["END"] and body["temperature"] == 0.5 and body["top_p"] == 0.9
@@ -236,14 +248,13 @@ async def test_request_wire_format(kind: str, limit_field: str) -> None:
 
 
 async def test_compatible_without_key_sends_no_authorization(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, make: Make, loopback_provider: LoopbackServer
 ) -> None:
     monkeypatch.delenv(KEY_ENV)
     provider = make("openai-compatible", key=False)
-    with respx.mock() as mock:
-        route = mock.post(URL).mock(return_value=streamed([text_stream()]))
-        assert isinstance(terminal(await collect(provider)), Complete)
-    assert "authorization" not in route.calls.last.request.headers
+    raw(loopback_provider, text_stream())
+    assert isinstance(terminal(await collect(provider)), Complete)
+    assert "authorization" not in loopback_provider.calls[-1].headers
 
 
 def test_compatible_needs_a_base_url() -> None:
@@ -253,7 +264,7 @@ def test_compatible_needs_a_base_url() -> None:
     assert info.value.kind == "invalid_request" and "base_url" in info.value.message
 
 
-def test_openai_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_needs_a_key(monkeypatch: pytest.MonkeyPatch, make: Make) -> None:
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(InferenceError) as info:
         make("openai")
@@ -277,21 +288,17 @@ def test_key_is_registered_as_a_secret(provider: OpenAIProvider) -> None:
         ("stop", {"native_finish_reason": "stop_sequence"}, "stop_sequence", None),  # OpenRouter
     ],
 )
-async def test_finish_reasons(
-    provider: OpenAIProvider, finish: str, choice: dict[str, Any], reason: str, sequence: str | None
+def test_finish_reasons(
+    finish: str, choice: dict[str, Any], reason: str, sequence: str | None
 ) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([text_stream(finish, **choice)]))
-        end = terminal(await collect(provider, request(stop_sequences=["END"])))
+    end = terminal(play([text_stream(finish, **choice)], request(stop_sequences=["END"])))
     assert isinstance(end, Complete)
     assert (end.response.stop.reason, end.response.stop.raw) == (reason, finish)
     assert end.response.stop.sequence == sequence
 
 
-async def test_unknown_finish_is_an_error_by_default(provider: OpenAIProvider) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([text_stream("eos_weird")]))
-        end = terminal(await collect(provider))
+def test_unknown_finish_is_an_error_by_default() -> None:
+    end = terminal(play([text_stream("eos_weird")]))
     assert isinstance(end, Failed)
     assert end.error.message == (
         "The provider ended the inference with stop token 'eos_weird', "
@@ -299,21 +306,16 @@ async def test_unknown_finish_is_an_error_by_default(provider: OpenAIProvider) -
     )
 
 
-async def test_unknown_finish_as_end_turn_is_marked_unmapped() -> None:
-    provider = make(unknown_stop="end_turn")
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([text_stream("eos_weird")]))
-        end = terminal(await collect(provider))
+def test_unknown_finish_as_end_turn_is_marked_unmapped() -> None:
+    end = terminal(play([text_stream("eos_weird")], unknown_stop="end_turn"))
     assert isinstance(end, Complete)
     stop = end.response.stop
     assert (stop.reason, stop.raw, stop.mapped) == ("end_turn", "eos_weird", False)
 
 
-async def test_refusal_delta(provider: OpenAIProvider) -> None:
+def test_refusal_delta() -> None:
     payload = sse(chunk({"role": "assistant", "refusal": "I can't."}), chunk({}, "stop"), DONE)
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Complete)
     assert (end.response.stop.reason, end.response.text) == ("refusal", "I can't.")
 
@@ -351,13 +353,11 @@ def tool_stream(cut: bool) -> bytes:
     return sse(*events)
 
 
-async def test_tool_calls_accumulate_by_index(provider: OpenAIProvider) -> None:
+def test_tool_calls_accumulate_by_index() -> None:
     payload = tool_stream(cut=False)
-    with respx.mock() as mock:
-        route = mock.post(URL)
+    if True:
         for chunks in splits(payload, every=13):
-            route.mock(return_value=streamed(chunks))
-            events = await collect(provider)
+            events = play(chunks)
             end = terminal(events)
             assert isinstance(end, Complete)
             assert end.response.stop.reason == "tool_use"
@@ -377,10 +377,8 @@ async def test_tool_calls_accumulate_by_index(provider: OpenAIProvider) -> None:
             assert len([e for e in events if isinstance(e, BlockStop)]) == 3
 
 
-async def test_tool_call_cut_at_max_tokens(provider: OpenAIProvider) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([tool_stream(cut=True)]))
-        end = terminal(await collect(provider))
+def test_tool_call_cut_at_max_tokens() -> None:
+    end = terminal(play([tool_stream(cut=True)]))
     assert isinstance(end, Complete)
     assert end.response.stop.reason == "max_tokens"
     assert end.response.tool_calls == [
@@ -389,15 +387,13 @@ async def test_tool_call_cut_at_max_tokens(provider: OpenAIProvider) -> None:
     ]
 
 
-async def test_every_call_numbered_zero_is_still_two_calls(provider: OpenAIProvider) -> None:
+def test_every_call_numbered_zero_is_still_two_calls() -> None:
     a = {"index": 0, "id": "call_a", "function": {"name": "f", "arguments": "{}"}}
     b = {"index": 0, "id": "call_b", "function": {"name": "g", "arguments": '{"x": 1}'}}
     payload = sse(
         chunk({"tool_calls": [a]}), chunk({"tool_calls": [b]}), chunk({}, "tool_calls"), DONE
     )
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Complete)
     assert end.response.tool_calls == [
         ToolUseBlock("call_a", "f", {}),
@@ -406,7 +402,7 @@ async def test_every_call_numbered_zero_is_still_two_calls(provider: OpenAIProvi
 
 
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
-async def test_reasoning_is_invisible_thinking(provider: OpenAIProvider, field: str) -> None:
+def test_reasoning_is_invisible_thinking(field: str) -> None:
     payload = sse(
         chunk({"role": "assistant", field: "Let me "}),
         chunk({field: "think.", "content": None}),
@@ -414,9 +410,7 @@ async def test_reasoning_is_invisible_thinking(provider: OpenAIProvider, field: 
         chunk({}, "stop"),
         DONE,
     )
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        events = await collect(provider)
+    events = play([payload])
     end = terminal(events)
     assert isinstance(end, Complete)
     assert end.response.content == [ThinkingBlock("Let me think."), TextBlock("42")]
@@ -424,7 +418,7 @@ async def test_reasoning_is_invisible_thinking(provider: OpenAIProvider, field: 
     assert visible(events) == "42"
 
 
-async def test_error_frame_inside_a_200(provider: OpenAIProvider) -> None:
+def test_error_frame_inside_a_200() -> None:
     payload = sse(
         chunk({"role": "assistant", "content": "Part"}),
         chunk(
@@ -433,9 +427,7 @@ async def test_error_frame_inside_a_200(provider: OpenAIProvider) -> None:
             error={"code": "server_error", "message": "Provider disconnected unexpectedly"},
         ),
     )
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        events = await collect(provider)
+    events = play([payload])
     end = terminal(events)
     assert isinstance(end, Failed)
     assert end.error.kind == "server" and end.error.retryable
@@ -445,105 +437,89 @@ async def test_error_frame_inside_a_200(provider: OpenAIProvider) -> None:
     assert visible(events) == "Part"
 
 
-async def test_error_frame_without_choices(provider: OpenAIProvider) -> None:
+def test_error_frame_without_choices() -> None:
     payload = sse((None, {"error": {"message": "Rate limit exceeded", "code": 429}}))
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Failed) and end.error.kind == "rate_limit"
 
 
-async def test_vllm_error_object_mid_stream(provider: OpenAIProvider) -> None:
+def test_vllm_error_object_mid_stream() -> None:
     frame = {"object": "error", "message": "CUDA out of memory", "type": "InternalServerError"}
     payload = sse(chunk({"content": "Part"}), (None, {**frame, "code": 500}))
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Failed)
     assert end.error.kind == "server"
     assert end.error.message == "The provider reported an error mid-stream: CUDA out of memory"
 
 
-async def test_bare_finish_reason_error(provider: OpenAIProvider) -> None:
+def test_bare_finish_reason_error() -> None:
     payload = sse(chunk({"content": "Part"}), chunk({}, "error"), DONE)
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Failed)
     assert end.error.message == FINISH_ERROR
     assert FINISH_ERROR == "The provider ended the inference with an error (finish_reason 'error')"
 
 
-async def test_openrouter_200_whose_body_is_only_an_error() -> None:
+async def test_openrouter_200_whose_body_is_only_an_error(
+    make: Make, loopback_provider: LoopbackServer
+) -> None:
     provider = make("openrouter")
     body = {"error": {"code": 502, "message": "Provider returned error", "metadata": {"raw": "x"}}}
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=httpx.Response(200, json=body))
-        end = terminal(await collect(provider))
-        with pytest.raises(InferenceError) as info:
-            await provider.complete(request(), "m")
+    loopback_provider.script(*[Scenario.http_error(200, body=body)] * 2)
+    end = terminal(await collect(provider))
+    with pytest.raises(InferenceError) as info:
+        await provider.complete(request(), "m")
     assert isinstance(end, Failed)
     for error in (end.error, info.value):
         assert error.message == "Provider returned error"
         assert (error.kind, error.status) == ("server", 200)
 
 
-async def test_finish_without_done_is_complete(provider: OpenAIProvider) -> None:
+def test_finish_without_done_is_complete() -> None:
     payload = sse(chunk({"content": "Hi"}), chunk({}, "stop"), USAGE)
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Complete) and end.response.text == "Hi"
 
 
-async def test_done_without_trailing_blank_line(provider: OpenAIProvider) -> None:
+def test_done_without_trailing_blank_line() -> None:
     payload = sse(chunk({"content": "Hi"}), chunk({}, "stop")) + b"data: [DONE]"
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Complete)
 
 
-async def test_stream_that_just_stops_is_no_terminal(provider: OpenAIProvider) -> None:
+def test_stream_that_just_stops_is_no_terminal() -> None:
     payload = sse(chunk({"content": "Hi"}))
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Failed)
     assert (end.error.kind, end.error.code) == ("network", "no_terminal")
 
 
-async def test_done_without_finish_is_no_terminal(provider: OpenAIProvider) -> None:
+def test_done_without_finish_is_no_terminal() -> None:
     payload = sse(chunk({"content": "Hi"}), DONE)
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=streamed([payload]))
-        end = terminal(await collect(provider))
+    end = terminal(play([payload]))
     assert isinstance(end, Failed) and end.error.code == "no_terminal"
 
 
-async def test_odd_shapes_fail_typed_not_crash(provider: OpenAIProvider) -> None:
+def test_odd_shapes_fail_typed_not_crash() -> None:
     for payload in (
         sse((None, "[1, 2]")),
         sse((None, "not json")),
         sse((None, '{"choices": [7]}')),
     ):
-        with respx.mock() as mock:
-            mock.post(URL).mock(return_value=streamed([payload]))
-            end = terminal(await collect(provider))
+        end = terminal(play([payload]))
         assert isinstance(end, Failed) and end.error.kind == "server", payload
 
 
-async def test_leaving_early_closes_the_response(provider: OpenAIProvider) -> None:
-    response = streamed([sse(chunk({"content": "Hi"}))], hang=True)
-    stream = response.stream
-    assert isinstance(stream, ChunkStream)
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=response)
-        async with aclosing(provider.stream(request(), "m")) as events:
-            async for event in events:
-                if isinstance(event, Token):
-                    break
-    assert stream.closed
+async def test_leaving_early_closes_the_response(
+    provider: OpenAIProvider, loopback_provider: LoopbackServer
+) -> None:
+    loopback_provider.script(Scenario.stall("Hi ", keepalive_s=0.02))
+    async with aclosing(provider.stream(request(), "m")) as events:
+        async for event in events:
+            if isinstance(event, Token):
+                break
+    await loopback_provider.wait_idle()  # the server saw the client go, with its connection
+    assert loopback_provider.calls[-1].disconnected
 
 
 @pytest.mark.parametrize(
@@ -624,6 +600,7 @@ async def test_leaving_early_closes_the_response(provider: OpenAIProvider) -> No
 )
 async def test_http_errors_streamed_and_whole(
     provider: OpenAIProvider,
+    loopback_provider: LoopbackServer,
     status: int,
     body: object,
     headers: dict[str, str],
@@ -631,11 +608,10 @@ async def test_http_errors_streamed_and_whole(
     wait: float | None,
     retryable: bool,
 ) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=httpx.Response(status, json=body, headers=headers))
-        end = terminal(await collect(provider))
-        with pytest.raises(InferenceError) as info:
-            await provider.complete(request(), "m")
+    loopback_provider.script(*[Scenario.http_error(status, body=body, headers=headers)] * 2)
+    end = terminal(await collect(provider))
+    with pytest.raises(InferenceError) as info:
+        await provider.complete(request(), "m")
     assert isinstance(end, Failed)
     for error in (end.error, info.value):
         assert (error.kind, error.status, error.retry_after_s, error.retryable) == (
@@ -646,7 +622,7 @@ async def test_http_errors_streamed_and_whole(
         )
 
 
-async def test_whole_reply() -> None:
+async def test_whole_reply(make: Make, loopback_provider: LoopbackServer) -> None:
     provider = make("openrouter")
     body = {
         "id": "gen-1",
@@ -671,10 +647,9 @@ async def test_whole_reply() -> None:
         ],
         "usage": {"prompt_tokens": 3, "completion_tokens": 4},
     }
-    with respx.mock() as mock:
-        route = mock.post(URL).mock(return_value=httpx.Response(200, json=body))
-        response = await provider.complete(request(), "m")
-    sent = json.loads(route.calls.last.request.content)
+    loopback_provider.script(Scenario.http_error(200, body=body))
+    response = await provider.complete(request(), "m")
+    sent = loopback_provider.calls[-1].body
     assert sent["stream"] is False and "stream_options" not in sent
     assert response.content == [
         ThinkingBlock("hmm"),
@@ -685,7 +660,7 @@ async def test_whole_reply() -> None:
     assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 4)
 
 
-async def test_whole_finish_reason_error() -> None:
+async def test_whole_finish_reason_error(make: Make, loopback_provider: LoopbackServer) -> None:
     provider = make("openrouter")
     bare = {"choices": [{"index": 0, "finish_reason": "error", "message": {"content": "x"}}]}
     framed = {
@@ -697,23 +672,22 @@ async def test_whole_finish_reason_error() -> None:
             }
         ]
     }
-    with respx.mock() as mock:
-        route = mock.post(URL)
-        route.mock(return_value=httpx.Response(200, json=bare))
-        with pytest.raises(InferenceError) as info:
-            await provider.complete(request(), "m")
-        assert info.value.message == FINISH_ERROR
-        route.mock(return_value=httpx.Response(200, json=framed))
-        with pytest.raises(InferenceError) as info:
-            await provider.complete(request(), "m")
-        assert "upstream died" in info.value.message and info.value.kind == "server"
+    loopback_provider.script(Scenario.http_error(200, body=bare))
+    with pytest.raises(InferenceError) as info:
+        await provider.complete(request(), "m")
+    assert info.value.message == FINISH_ERROR
+    loopback_provider.script(Scenario.http_error(200, body=framed))
+    with pytest.raises(InferenceError) as info:
+        await provider.complete(request(), "m")
+    assert "upstream died" in info.value.message and info.value.kind == "server"
 
 
-async def test_whole_reply_that_is_not_json(provider: OpenAIProvider) -> None:
-    with respx.mock() as mock:
-        mock.post(URL).mock(return_value=httpx.Response(200, text="<html>oops</html>"))
-        with pytest.raises(InferenceError) as info:
-            await provider.complete(request(), "m")
+async def test_whole_reply_that_is_not_json(
+    provider: OpenAIProvider, loopback_provider: LoopbackServer
+) -> None:
+    raw(loopback_provider, b"<html>oops</html>", content_type="text/html")
+    with pytest.raises(InferenceError) as info:
+        await provider.complete(request(), "m")
     assert info.value.kind == "server"
 
 

@@ -1,0 +1,252 @@
+"""The one streaming driver: every HTTP provider's calls, over aiohttp, for any wire.
+
+`HTTPProvider` implements the `Provider` protocol for a `Wire` (see
+`agentcore.providers.wire`): it POSTs the wire's `HttpCall`, reads the body as it
+arrives, decodes SSE, feeds the call's translator and yields what it makes. It owns
+everything a wire should not: the connection pool, timeouts, proxies, a non-2xx
+reply (read whole and raised as its typed error), a JSON body where a stream was
+asked for (replayed as events), transport failures (connect errors, resets,
+timeouts, a body cut mid-stream, mapped by `transport_error`), a body that ends
+before the reply is whole (``no_terminal``), and closing the connection on every
+path: done, failed, or the consumer closed the stream early.
+
+HTTP is aiohttp's client: one `ClientSession` per provider, made on first use (it
+must be made inside the event loop), with ``[providers.NAME] max_connections`` as
+the connector's limit (``max_keepalive_connections = 0``: no keep-alive), TLS
+verified against the system's CAs (``SSL_CERT_FILE`` honoured), and the connect and
+read timeouts from settings. The whole-request and progress timeouts are the
+kernel's, around any provider. The environment's proxy (``HTTP_PROXY``,
+``HTTPS_PROXY``, ``NO_PROXY``, credentials from ``.netrc``) is looked up once, for the
+base URL, with aiohttp's own rules: its ``trust_env`` would look it up on every call,
+in two trips to a worker thread, half a millisecond of CPU per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
+from yarl import URL
+
+from agentcore.inference import InferenceError, Request, Response, StreamEvent
+from agentcore.providers.errors import error_from_response
+from agentcore.providers.sse import SSEDecoder
+from agentcore.providers.wire import HttpCall, Translator, Wire, replay
+from agentcore.redaction import excerpt
+from agentcore.settings import ProviderSettings
+
+__all__ = ["HTTPProvider", "transport_error"]
+
+_TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+"""What the library raises for a failure below HTTP; `transport_error` maps each."""
+
+_json_body = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+class HTTPProvider:
+    """A `[providers.NAME]` that speaks `wire` over HTTP."""
+
+    kind: str
+
+    def __init__(self, name: str, config: ProviderSettings, wire: Wire) -> None:
+        self.name = name
+        self.wire = wire
+        self._config = config
+        self._base = wire.base_url.rstrip("/")
+        self._headers = {**wire.headers, "content-type": "application/json", **config.headers}
+        self._urls: dict[str, URL] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._proxy: URL | None = None
+        self._proxy_auth: aiohttp.BasicAuth | None = None
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        config = self._config
+        keepalive = config.max_keepalive_connections > 0
+        connector = aiohttp.TCPConnector(
+            limit=config.max_connections or 0,
+            force_close=not keepalive,
+        )
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=config.connect_timeout_s,
+            sock_connect=config.connect_timeout_s,
+            sock_read=config.read_timeout_s,
+        )
+        with contextlib.suppress(LookupError):  # no proxy for this URL
+            self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self._base))
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            headers=self._headers,
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+        return self._session
+
+    def _url(self, path: str) -> URL:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = URL(self._base + "/" + path.lstrip("/"), encoded=True)
+        return url
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def _post(self, call: HttpCall, model: str) -> aiohttp.ClientResponse:
+        """POST `call`; a non-2xx reply is read whole and raised as its typed error."""
+        session = self._session or self._open_session()
+        response = await session.post(
+            self._url(call.path),
+            data=_json_body(call.body),
+            allow_redirects=False,
+            proxy=self._proxy,
+            proxy_auth=self._proxy_auth,
+        )
+        if 200 <= response.status < 300:
+            return response
+        try:
+            content = await response.read()
+        finally:
+            response.close()
+        raise error_from_response(
+            response.status, response.headers, content, provider=self.name, model=model
+        )
+
+    # -- whole ---------------------------------------------------------------------------------
+
+    async def complete(self, request: Request, model: str) -> Response:
+        translator = self.wire.translator(request, model)
+        try:
+            response = await self._post(self.wire.call(request, model, stream=False), model)
+            try:
+                raw = await response.read()
+            finally:
+                response.close()
+        except _TRANSPORT_ERRORS as exc:
+            raise transport_error(exc, provider=self.name, model=model) from exc
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            text = raw.decode(errors="replace")
+            raise InferenceError(
+                "server",
+                f"The provider's reply is not JSON: {excerpt(text, 200)!r}",
+                status=response.status,
+                provider=self.name,
+                model=model,
+            ) from None
+        return translator.reply(data)
+
+    # -- streamed --------------------------------------------------------------------------
+
+    async def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
+        translator = self.wire.translator(request, model)
+        try:
+            response = await self._post(self.wire.call(request, model, stream=True), model)
+        except InferenceError as error:
+            yield translator.fail(error)
+            return
+        except _TRANSPORT_ERRORS as exc:
+            yield translator.fail(transport_error(exc, provider=self.name, model=model))
+            return
+        try:
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                for event in await _replay_body(response, translator):
+                    yield event
+                return
+            decoder = SSEDecoder()
+            decode, feed, read = decoder.feed_tuples, translator.feed, response.content.readany
+            cut: InferenceError | None = None
+            try:
+                while not translator.done:
+                    chunk = await read()
+                    if not chunk:
+                        for event in feed(decoder.close_tuples()):
+                            yield event
+                        break
+                    for event in feed(decode(chunk)):
+                        yield event
+                else:
+                    if not translator.failed:  # drained, the connection goes back to the pool
+                        while await read():
+                            pass
+            except _TRANSPORT_ERRORS as exc:
+                cut = transport_error(exc, provider=self.name, model=model)
+            for event in translator.end(cut):
+                yield event
+        finally:
+            # Done and drained, the connection is back in the pool already; otherwise
+            # (failed, cut, or the consumer left early) this closes it.
+            response.close()
+
+
+async def _replay_body(
+    response: aiohttp.ClientResponse, translator: Translator
+) -> list[StreamEvent]:
+    """The events of a JSON body that came where a stream was asked for: a whole reply,
+    or the error object it holds; a body that is not JSON fails."""
+    try:
+        raw = await response.read()
+    except _TRANSPORT_ERRORS as exc:
+        error = transport_error(exc, provider=translator.provider, model=translator.model)
+        return [translator.fail(error)]
+    text = raw.decode(errors="replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return [translator.fail(translator.not_json(text))]
+    try:
+        return replay(translator.reply(data))
+    except InferenceError as error:
+        return [translator.fail(error)]
+
+
+def transport_error(exc: BaseException, *, provider: str, model: str) -> InferenceError:
+    """The typed error for a failure below HTTP: timeouts are ``timeout``, the rest ``network``."""
+    if isinstance(exc, InferenceError):
+        return exc
+    detail = str(exc) or type(exc).__name__
+    if isinstance(exc, TimeoutError):
+        connecting = isinstance(exc, aiohttp.ConnectionTimeoutError)
+        step = "connecting" if connecting else "waiting for data"
+        message = f"Timed out {step} ({detail})"
+        return InferenceError("timeout", message, provider=provider, model=model)
+    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
+        return InferenceError(
+            "invalid_request",
+            f"Bad provider URL: {detail}",
+            retryable=False,
+            provider=provider,
+            model=model,
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        message = f"The connection to the provider broke mid-reply ({_cut(exc, detail)})"
+    elif isinstance(exc, aiohttp.ClientConnectorError):
+        message = f"Could not connect to the provider ({detail})"
+    elif isinstance(exc, aiohttp.ClientError | OSError):
+        message = f"Network error talking to the provider ({detail})"
+    else:
+        return InferenceError(
+            "unknown",
+            f"{type(exc).__name__}: {detail}",
+            retryable=False,
+            provider=provider,
+            model=model,
+        )
+    return InferenceError("network", message, provider=provider, model=model)
+
+
+def _cut(exc: BaseException, detail: str) -> str:
+    """How a body was cut, in plain words rather than the library's exception reprs."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection"
+    if isinstance(exc.__cause__, TransferEncodingError):
+        return "the connection closed in the middle of a chunked body"
+    if isinstance(exc.__cause__, ContentLengthError):
+        return "the connection closed before the body's declared length came"
+    return detail

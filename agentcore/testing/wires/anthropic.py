@@ -1,0 +1,200 @@
+"""Scenarios on the Anthropic Messages wire (``POST /v1/messages``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from agentcore.testing.scenarios import (
+    ErrorBody,
+    Frame,
+    HttpError,
+    Reply,
+    Scenario,
+    StreamError,
+    ToolUse,
+    Unplayable,
+    Usage,
+    Wire,
+)
+from agentcore.testing.wires.base import Renderer, last_chat_text
+
+# error.type for an HTTP status, for scripted error bodies.
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+# The HTTP status a whole call gets for an error the stream names.
+_STATUS_FOR_TYPE = {
+    "overloaded_error": 529,
+    "api_error": 500,
+    "rate_limit_error": 429,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "invalid_request_error": 400,
+    "not_found_error": 404,
+    "billing_error": 429,
+}
+SIGNATURE = "sig-loopback"
+
+
+class AnthropicRenderer(Renderer):
+    wire: ClassVar[Wire] = "anthropic"
+    keepalive: ClassVar[Frame | None] = ("ping", {"type": "ping"})
+
+    def __init__(self, model: str, usage: Usage, scenario: Scenario) -> None:
+        super().__init__(model, usage, scenario)
+        self.index = -1
+        self.block: str | None = None
+        """The kind of the content block open now."""
+
+    def _usage(self, output: int) -> dict[str, int]:
+        return {
+            "input_tokens": self.usage.input_tokens,
+            "output_tokens": output,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
+
+    def _message(self) -> dict[str, Any]:
+        return {
+            "id": "msg_loopback",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": self._usage(1),
+        }
+
+    # -- the stream ------------------------------------------------------------------------
+
+    def open(self) -> list[Frame]:
+        return [("message_start", {"type": "message_start", "message": self._message()})]
+
+    def _start(self, block: dict[str, Any]) -> list[Frame]:
+        frames = self._close()
+        self.index += 1
+        self.block = block["type"]
+        start = {"type": "content_block_start", "index": self.index, "content_block": block}
+        return [*frames, ("content_block_start", start)]
+
+    def _close(self) -> list[Frame]:
+        if self.block is None:
+            return []
+        frames: list[Frame] = []
+        if self.block == "thinking":
+            frames.append(self._delta({"type": "signature_delta", "signature": SIGNATURE}))
+        frames.append(("content_block_stop", {"type": "content_block_stop", "index": self.index}))
+        self.block = None
+        return frames
+
+    def _delta(self, delta: dict[str, Any]) -> Frame:
+        return (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": self.index, "delta": delta},
+        )
+
+    def thinking(self, piece: str) -> list[Frame]:
+        frames = (
+            [] if self.block == "thinking" else self._start({"type": "thinking", "thinking": ""})
+        )
+        return [*frames, self._delta({"type": "thinking_delta", "thinking": piece})]
+
+    def text(self, piece: str) -> list[Frame]:
+        frames = [] if self.block == "text" else self._start({"type": "text", "text": ""})
+        return [*frames, self._delta({"type": "text_delta", "text": piece})]
+
+    def tool_call(self, call: ToolUse) -> list[Frame]:
+        frames = self._start(
+            {"type": "tool_use", "id": call.tool_id, "name": call.tool_name, "input": {}}
+        )
+        for piece in call.input_pieces():
+            frames.append(self._delta({"type": "input_json_delta", "partial_json": piece}))
+        if call.cut_tool:
+            self.block = None  # cut off at max_tokens: the block is never closed
+        return frames
+
+    def finish(self, reply: Reply) -> list[Frame]:
+        delta = {"stop_reason": reply.raw_stop or reply.stop, "stop_sequence": reply.sequence}
+        return [
+            *self._close(),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": delta,
+                    "usage": {"output_tokens": self.usage.output_tokens},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+
+    def stream_error(self, error: StreamError) -> list[Frame]:
+        if error.bare:
+            raise Unplayable("a bare finish_reason 'error' exists only on the openai wire")
+        body = {"type": error.error_type or "api_error", "message": error.message}
+        return [("error", {"type": "error", "error": body})]
+
+    # -- whole bodies ------------------------------------------------------------------------
+
+    def whole(self, reply: Reply) -> Any:
+        content: list[dict[str, Any]] = []
+        if reply.thought:
+            content.append({"type": "thinking", "thinking": reply.thought, "signature": SIGNATURE})
+        if reply.reply:
+            content.append({"type": "text", "text": reply.reply})
+        if isinstance(reply, ToolUse):
+            # Cut off at max_tokens, a whole reply carries the call with what input parsed: none.
+            call = {"type": "tool_use", "id": reply.tool_id, "name": reply.tool_name}
+            content.append({**call, "input": {} if reply.cut_tool else dict(reply.tool_input)})
+        return {
+            **self._message(),
+            "content": content,
+            "stop_reason": reply.raw_stop or reply.stop,
+            "stop_sequence": reply.sequence,
+            "usage": self._usage(self.usage.output_tokens),
+        }
+
+    def whole_error(self, error: StreamError) -> tuple[int, Any]:
+        self.stream_error(error)  # the same refusal for a bare finish error
+        etype = error.error_type or "api_error"
+        body = {"type": "error", "error": {"type": etype, "message": error.message}}
+        return _STATUS_FOR_TYPE.get(etype, 500), body
+
+    def http_error(self, error: HttpError) -> Any:
+        if error.cause == "quota":
+            etype = "billing_error"
+        else:
+            etype = error.error_type or _TYPES.get(
+                error.status, "api_error" if error.status >= 500 else "invalid_request_error"
+            )
+        return {"type": "error", "error": {"type": etype, "message": error.message, **error.extra}}
+
+    def error_body(self, error: ErrorBody) -> Any:
+        return {"type": "error", "error": {"type": "api_error", "message": error.message}}
+
+    # -- the server's side ---------------------------------------------------------------------
+
+    @staticmethod
+    def carries_text(frame: Frame) -> bool:
+        if isinstance(frame, bytes):
+            return False
+        payload = frame[1]
+        return payload.get("type") == "content_block_delta" and bool(
+            payload.get("delta", {}).get("type") == "text_delta"
+        )
+
+    @staticmethod
+    def last_user_text(request: Any) -> str:
+        return last_chat_text(request.get("messages") if isinstance(request, dict) else None)
+
+    @staticmethod
+    def refusal(message: str) -> Any:
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}

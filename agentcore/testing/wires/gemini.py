@@ -1,0 +1,193 @@
+"""Scenarios on Google's Gemini wire (``POST /v1beta/models/MODEL:streamGenerateContent?alt=sse``
+and ``:generateContent``): every streamed chunk is a whole ``GenerateContentResponse``;
+errors are ``{"error": {"code", "message", "status", "details"}}``, mid-stream too."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from agentcore.testing.scenarios import (
+    ErrorBody,
+    Frame,
+    HttpError,
+    Reply,
+    StreamError,
+    ToolUse,
+    Unplayable,
+    Wire,
+)
+from agentcore.testing.wires.base import Renderer, unplayable_stop
+
+_FINISH = {
+    "end_turn": "STOP",
+    "tool_use": "STOP",
+    "stop_sequence": "STOP",  # Gemini says STOP for a stop sequence too
+    "max_tokens": "MAX_TOKENS",
+    "refusal": "SAFETY",
+}
+# google.rpc.Code names for HTTP statuses.
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+# The HTTP status an error type (Anthropic's words, the scenarios' vocabulary) maps to.
+_STATUS_FOR_TYPE = {
+    "overloaded_error": 503,
+    "api_error": 500,
+    "rate_limit_error": 429,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "invalid_request_error": 400,
+    "not_found_error": 404,
+}
+_QUOTA_FAILURE = {
+    "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+    "violations": [
+        {
+            "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+            "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+        }
+    ],
+}
+_BLOCKED = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
+RESPONSE_ID = "loopback-response"
+
+
+def error_object(status: int, message: str, **extra: Any) -> dict[str, Any]:
+    """Google's error envelope for an HTTP status."""
+    fields = {"code": status, "message": message, "status": _STATUS_NAMES.get(status, "UNKNOWN")}
+    return {"error": {**fields, **extra}}
+
+
+class GeminiRenderer(Renderer):
+    wire: ClassVar[Wire] = "gemini"
+
+    def _chunk(self, candidate: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:
+        return {
+            "candidates": [{**candidate, "index": 0}],
+            "usageMetadata": usage,
+            "modelVersion": self.model,
+            "responseId": RESPONSE_ID,
+        }
+
+    def _parts(self, *parts: dict[str, Any]) -> dict[str, Any]:
+        return {"content": {"parts": list(parts), "role": "model"}}
+
+    def _usage(self, final: bool) -> dict[str, int]:
+        """Every chunk counts the prompt; the last one counts the candidates too."""
+        prompt = self.usage.input_tokens
+        if not final:
+            return {"promptTokenCount": prompt, "totalTokenCount": prompt}
+        out = self.usage.output_tokens
+        return {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": out,
+            "totalTokenCount": prompt + out,
+        }
+
+    def _finish_reason(self, reply: Reply) -> str:
+        if reply.raw_stop:
+            return reply.raw_stop
+        if reply.stop not in _FINISH:
+            raise unplayable_stop("gemini", reply.stop, "finishReason")
+        return _FINISH[reply.stop]
+
+    def _ended(self, reply: Reply) -> dict[str, Any]:
+        """The candidate fields a finished reply adds."""
+        finish = self._finish_reason(reply)
+        return {
+            "finishReason": finish,
+            **({"safetyRatings": _BLOCKED} if finish == "SAFETY" else {}),
+        }
+
+    @staticmethod
+    def _call(call: ToolUse) -> dict[str, Any]:
+        # Gemini sends a call whole; cut off at MAX_TOKENS it carries what parsed: nothing.
+        args = {} if call.cut_tool else dict(call.tool_input)
+        return {"functionCall": {"id": call.tool_id, "name": call.tool_name, "args": args}}
+
+    def _error(self, error: StreamError) -> dict[str, Any]:
+        if error.bare:
+            raise Unplayable("a bare finish_reason 'error' exists only on the openai wire")
+        status = _STATUS_FOR_TYPE.get(error.error_type or "", 500)
+        return error_object(status, error.message)
+
+    # -- the stream ------------------------------------------------------------------------
+
+    def thinking(self, piece: str) -> list[Frame]:
+        return [
+            (None, self._chunk(self._parts({"text": piece, "thought": True}), self._usage(False)))
+        ]
+
+    def text(self, piece: str) -> list[Frame]:
+        return [(None, self._chunk(self._parts({"text": piece}), self._usage(False)))]
+
+    def tool_call(self, call: ToolUse) -> list[Frame]:
+        return [(None, self._chunk(self._parts(self._call(call)), self._usage(False)))]
+
+    def finish(self, reply: Reply) -> list[Frame]:
+        candidate = {**self._parts({"text": ""}), **self._ended(reply)}
+        return [(None, self._chunk(candidate, self._usage(True)))]
+
+    def stream_error(self, error: StreamError) -> list[Frame]:
+        return [(None, self._error(error))]
+
+    # -- whole bodies ------------------------------------------------------------------------
+
+    def whole(self, reply: Reply) -> Any:
+        parts: list[dict[str, Any]] = []
+        if reply.thought:
+            parts.append({"text": reply.thought, "thought": True})
+        if reply.reply:
+            parts.append({"text": reply.reply})
+        if isinstance(reply, ToolUse):
+            parts.append(self._call(reply))
+        return self._chunk({**self._parts(*parts), **self._ended(reply)}, self._usage(True))
+
+    def whole_error(self, error: StreamError) -> tuple[int, Any]:
+        body = self._error(error)
+        return body["error"]["code"], body
+
+    def http_error(self, error: HttpError) -> Any:
+        extra = dict(error.extra)
+        if error.cause == "quota":
+            extra["details"] = [*extra.get("details", []), _QUOTA_FAILURE]
+        return error_object(error.status, error.message, **extra)
+
+    def error_body(self, error: ErrorBody) -> Any:
+        body = error_object(int(error.code) if str(error.code).isdigit() else 500, error.message)
+        return body
+
+    # -- the server's side ---------------------------------------------------------------------
+
+    @staticmethod
+    def carries_text(frame: Frame) -> bool:
+        if isinstance(frame, bytes):
+            return False
+        for candidate in frame[1].get("candidates") or ():
+            parts = (candidate.get("content") or {}).get("parts") or ()
+            if any(p.get("text") and not p.get("thought") for p in parts):
+                return True
+        return False
+
+    @staticmethod
+    def last_user_text(request: Any) -> str:
+        contents = request.get("contents") if isinstance(request, dict) else None
+        for content in reversed(contents) if isinstance(contents, list) else []:
+            if isinstance(content, dict) and content.get("role", "user") == "user":
+                parts = content.get("parts") or []
+                return "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+        return ""
+
+    @staticmethod
+    def refusal(message: str) -> Any:
+        return error_object(400, message)

@@ -1,0 +1,367 @@
+"""The streaming driver's HTTP, against a raw asyncio server on loopback that writes exact bytes.
+
+Each test scripts the server's side byte for byte, so what a user meets below the wire
+format (a body cut mid-chunk, a stall, a proxy, a pool cap, TLS, compression) is played
+for real over TCP, through a provider of the openai-compatible kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing, asynccontextmanager
+from typing import Any
+
+import pytest
+import trustme
+from providers_support import collect, request, sse, terminal, visible
+
+from agentcore.inference import Complete, Failed, InferenceError, Token
+from agentcore.providers.openai import OpenAIProvider
+from agentcore.settings import InferenceSettings, ProviderSettings
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class RawServer:
+    """A TCP server running `handler` per connection, counting connections."""
+
+    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.handler = handler
+        self.ssl = ssl_context
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> RawServer:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            try:
+                await self.handler(reader, writer)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        self._server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=self.ssl)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return f"{'https' if self.ssl else 'http'}://127.0.0.1:{port}"
+
+    async def read_request(self, reader: asyncio.StreamReader) -> bytes:
+        """One request, head and body (Content-Length or chunked), recorded whole."""
+        head = await reader.readuntil(b"\r\n\r\n")
+        lower = head.lower()
+        body = b""
+        if b"content-length:" in lower:
+            length = int(lower.split(b"content-length:")[1].split(b"\r\n")[0])
+            body = await reader.readexactly(length)
+        elif b"transfer-encoding: chunked" in lower:
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+                body += (await reader.readexactly(size + 2))[:-2]
+                if not size:
+                    break
+        self.requests.append(head + body)
+        return head + body
+
+
+@asynccontextmanager
+async def provider(base_url: str, **settings: Any) -> AsyncIterator[OpenAIProvider]:
+    config = ProviderSettings(kind="openai-compatible", base_url=base_url, **settings)
+    made = OpenAIProvider("local", config, InferenceSettings(), "openai-compatible")
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
+def chunk(text: str | None = None, finish: str | None = None) -> tuple[None, dict[str, Any]]:
+    delta = {"content": text} if text is not None else {}
+    return (
+        None,
+        {"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]},
+    )
+
+
+STREAM = sse(chunk("Hello "), chunk("there"), chunk(None, "stop"), (None, "[DONE]"))
+
+
+def chunked(body: bytes, *, end: bool = True) -> bytes:
+    """An HTTP/1.1 SSE response, the body in one chunk; `end=False` leaves it open."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+    out = head + b"\r\n" + b"%x\r\n%b\r\n" % (len(body), body)
+    return out + (b"0\r\n\r\n" if end else b"")
+
+
+def whole(body: bytes, *headers: bytes) -> bytes:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + b"".join(headers)
+    return head + b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+
+
+WHOLE = json.dumps(
+    {"model": "m", "choices": [{"finish_reason": "stop", "message": {"content": "done"}}]}
+).encode()
+
+
+async def test_a_body_cut_mid_stream_is_reported_as_a_broken_connection() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        first = sse(chunk("Part "))
+        writer.write(chunked(first, end=False) + b"40\r\ndata: {")  # promises 64 bytes
+        await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        events = await collect(local)
+    end = terminal(events)
+    assert isinstance(end, Failed)
+    assert (end.error.kind, end.error.retryable) == ("network", True)
+    assert end.error.message == (
+        "The connection to the provider broke mid-reply "
+        "(the connection closed in the middle of a chunked body)"
+    )
+    assert visible(events) == "Part "
+
+
+async def test_a_whole_body_cut_short_is_reported_as_a_broken_connection() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + WHOLE[:10])
+        await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        with pytest.raises(InferenceError) as info:
+            await local.complete(request(), "m")
+    assert info.value.kind == "network"
+    assert info.value.message == (
+        "The connection to the provider broke mid-reply "
+        "(the connection closed before the body's declared length came)"
+    )
+
+
+async def test_a_stream_read_to_its_end_gives_its_connection_back() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(3):
+            await server.read_request(reader)
+            writer.write(chunked(STREAM))
+            await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        for _ in range(3):
+            end = terminal(await collect(local))
+            assert isinstance(end, Complete) and end.response.text == "Hello there"
+    assert server.connections == 1
+    head = server.requests[0].lower()
+    assert head.startswith(b"post /chat/completions http/1.1\r\n")
+    assert b"\r\ncontent-type: application/json\r\n" in head
+
+
+async def test_no_keepalive_when_max_keepalive_connections_is_zero() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(chunked(STREAM))
+        await writer.drain()
+        await reader.read()
+
+    async with (
+        RawServer(handler) as server,
+        provider(server.url, max_keepalive_connections=0) as local,
+    ):
+        for _ in range(2):
+            assert isinstance(terminal(await collect(local)), Complete)
+    assert server.connections == 2
+
+
+async def test_leaving_a_stream_early_closes_its_connection() -> None:
+    closed = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(chunked(sse(chunk("Hi ")), end=False))
+        await writer.drain()
+        assert await reader.read() == b""  # the client hung up
+        closed.set()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        async with aclosing(local.stream(request(), "m")) as events:
+            async for event in events:
+                if isinstance(event, Token):
+                    break
+        await asyncio.wait_for(closed.wait(), 5)
+
+
+async def test_silence_past_the_read_timeout_is_a_timeout() -> None:
+    stalled = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(chunked(sse(chunk("Hi ")), end=False))
+        await writer.drain()
+        await stalled.wait()
+
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
+        events = await collect(local)
+        stalled.set()
+    end = terminal(events)
+    assert isinstance(end, Failed) and end.error.kind == "timeout"
+    assert "Timed out waiting for data" in end.error.message
+    assert visible(events) == "Hi "
+
+
+async def test_max_connections_queues_calls_and_the_connect_timeout_bounds_the_wait() -> None:
+    release = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            await release.wait()
+            writer.write(whole(WHOLE))
+            await writer.drain()
+
+    async with (
+        RawServer(handler) as server,
+        provider(server.url, max_connections=1, connect_timeout_s=0.2) as local,
+    ):
+        first = asyncio.create_task(local.complete(request(), "m"))
+        await asyncio.sleep(0.05)
+        with pytest.raises(InferenceError) as info:  # no free connection in time
+            await local.complete(request(), "m")
+        assert info.value.kind == "timeout"
+        second = asyncio.create_task(local.complete(request(), "m"))
+        await asyncio.sleep(0.02)
+        release.set()
+        assert (await first).text == (await second).text == "done"
+    assert server.connections == 1
+
+
+async def test_an_http_proxy_from_the_environment_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(whole(WHOLE))
+        await writer.drain()
+
+    async with RawServer(proxy) as server:
+        monkeypatch.setenv("HTTP_PROXY", server.url)
+        for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        async with provider("http://api.invalid/v1") as local:
+            assert (await local.complete(request(), "m")).text == "done"
+    assert server.requests[0].startswith(b"POST http://api.invalid/v1/chat/completions HTTP/1.1")
+
+
+async def test_no_proxy_hosts_are_reached_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def direct(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(whole(WHOLE))
+        await writer.drain()
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "example.com,127.0.0.1")
+    async with RawServer(direct) as server, provider(server.url) as local:
+        assert (await local.complete(request(), "m")).text == "done"
+    async with provider("http://provider.invalid/v1") as proxied:  # to the dead proxy
+        with pytest.raises(InferenceError) as info:
+            await proxied.complete(request(), "m")
+    assert info.value.kind == "network"
+    assert len(server.requests) == 1
+
+
+async def test_a_compressed_body_is_decoded() -> None:
+    packed = gzip.compress(WHOLE)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(whole(packed, b"Content-Encoding: gzip\r\n"))
+        await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        assert (await local.complete(request(), "m")).text == "done"
+
+
+async def test_tls_is_verified_by_default() -> None:
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(whole(WHOLE))
+        await writer.drain()
+
+    async with RawServer(handler, server_context) as server, provider(server.url) as local:
+        with pytest.raises(InferenceError) as info:  # the system's CAs do not know ours
+            await local.complete(request(), "m")
+    assert info.value.kind == "network"
+    assert "CERTIFICATE_VERIFY_FAILED" in info.value.message
+    assert server.requests == []
+
+
+async def test_a_refused_connection_is_a_network_error() -> None:
+    async with RawServer(lambda r, w: asyncio.sleep(0)) as server:
+        url = server.url
+    async with provider(url) as local:  # the server is gone: its port refuses
+        end = terminal(await collect(local))
+    assert isinstance(end, Failed) and end.error.kind == "network"
+    assert end.error.message.startswith("Could not connect to the provider")
+
+
+def test_the_driver_runs_on_uvloop() -> None:
+    """Hosts embed the kernel in uvloop apps (uvicorn): its transports are not asyncio's."""
+    import uvloop
+
+    async def main() -> str:
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await server.read_request(reader)
+            data = chunked(STREAM)
+            for i in range(0, len(data), 7):  # in small TCP writes: awkward splits
+                writer.write(data[i : i + 7])
+                await writer.drain()
+                await asyncio.sleep(0)
+
+        async with RawServer(handler) as server, provider(server.url) as local:
+            end = terminal(await collect(local))
+            assert isinstance(end, Complete)
+            return end.response.text
+
+    assert uvloop.run(main()) == "Hello there"
+
+
+async def test_a_json_body_cut_where_a_stream_was_asked_fails_typed() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + WHOLE[:10])
+        await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        end = terminal(await collect(local))
+    assert isinstance(end, Failed) and end.error.kind == "network"
+    assert "broke mid-reply" in end.error.message
+
+
+async def test_a_whole_reply_of_an_odd_shape_fails_typed() -> None:
+    odd = json.dumps({"choices": [{"message": {"tool_calls": [7]}}]}).encode()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            await server.read_request(reader)
+            writer.write(whole(odd))
+            await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        with pytest.raises(InferenceError) as info:
+            await local.complete(request(), "m")
+        end = terminal(await collect(local))  # the same body where a stream was asked
+    assert info.value.kind == "server"
+    assert info.value.message.startswith("The provider sent a reply agentcore cannot read")
+    assert isinstance(end, Failed) and end.error.message == info.value.message

@@ -34,6 +34,9 @@ from agentcore.fleet import FleetUnavailable, Hold, StoreErrorPolicy
 from agentcore.redaction import redact
 
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+POOL_SIZE = 64
+"""Connections to Redis per kernel; more calls at once wait for one (each op is one short
+script, so a few dozen connections serve hundreds of concurrent calls)."""
 RESUBSCRIBE_S = 0.5
 """After the subscription is lost, the next try comes after this (jittered)."""
 
@@ -198,13 +201,18 @@ class RedisFleetStore:
         self.description = describe_url(url)
         self.on_store_error: StoreErrorPolicy = on_store_error
         self._prefix = key_prefix
-        self._client = aioredis.Redis.from_url(
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=POOL_SIZE,
+            # A busy pool is not an unreachable Redis: a call waits for a free connection
+            # (each one's commands are cut at timeout_s, so the wait is bounded by them).
+            timeout=None,
             decode_responses=True,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
         )
+        self._client = aioredis.Redis(connection_pool=pool)
         register = self._client.register_script
         self._hold_get = register(_HOLD_GET)
         self._hold_set = register(_HOLD_SET)

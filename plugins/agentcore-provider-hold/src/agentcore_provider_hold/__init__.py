@@ -127,6 +127,9 @@ class ProviderHold:
         self._stopped = asyncio.Event()
         self._owner_prefix = uuid.uuid4().hex[:12]
         self._probe_lease_s = 600.0
+        self._probes: set[str] = set()
+        """The owners of this replica's probes in flight: only a probe's outcome releases
+        a hold or hands the probe on, so any other attempt's end costs no store call."""
 
     @property
     def store(self) -> FleetStore:
@@ -187,6 +190,7 @@ class ProviderHold:
                         until: float | None = time.monotonic() + remaining
                         sleep_s = remaining
                     elif await store.claim_probe(key, owner, self._probe_lease_s):
+                        self._probes.add(owner)
                         return  # the probe: it goes alone, and its outcome decides for the rest
                     else:
                         until, sleep_s = None, poll_s()  # behind the probe: for how long?
@@ -243,21 +247,26 @@ class ProviderHold:
     @hookimpl
     async def on_attempt_end(self, attempt: Attempt, error: InferenceError | None) -> None:
         key = hold_key(attempt, self.settings.key)
+        owner = f"{self._owner_prefix}:{attempt.inference.id}:{attempt.number}"
+        probe = owner in self._probes
+        self._probes.discard(owner)
         try:
-            if error is None:
-                await self._succeeded(attempt, key)
-                return
-            duration = hold_duration_s(error, self.settings.default_hold_s)
-            if duration is not None:
+            duration = (
+                None if error is None else hold_duration_s(error, self.settings.default_hold_s)
+            )
+            if error is not None and duration is not None:
                 await self._hold(attempt, key, error, duration)
-                return
-            owner = f"{self._owner_prefix}:{attempt.inference.id}:{attempt.number}"
-            await self.store.drop_probe(str(key), owner)  # the next waiter becomes the probe
+            elif not probe:
+                return  # not the probe: its end decides nothing
+            elif error is None:
+                await self._succeeded(attempt, key)
+            else:
+                await self.store.drop_probe(str(key), owner)  # the next waiter becomes the probe
         except FleetUnavailable as exc:
             logger.warning("the provider hold could not record {}'s outcome: {}", key, exc)
 
     async def _succeeded(self, attempt: Attempt, key: HoldKey) -> None:
-        # Only an ended hold is released: a call from before the hold leaves it standing.
+        # Only an ended hold is released: a new hold set meanwhile stands.
         released = await self.store.release_hold(str(key))
         if released is None:
             return

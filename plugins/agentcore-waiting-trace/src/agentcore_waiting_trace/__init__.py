@@ -1,8 +1,8 @@
 """agentcore's waiting traces (entry point ``waiting-trace``): a wait is never silent.
 
 Every wait the kernel or a plugin announces (a ``hold`` at admission, a rate
-``limit``'s slot, a retry ``backoff``) becomes ``inference:waiting`` traces: one when it starts, one every
-``[waiting_trace] interval_s`` while it lasts, and one when it ends (``ended``
+``limit``'s slot, a retry ``backoff``) becomes ``inference:waiting`` traces: one
+when it starts, one every ``[waiting_trace] interval_s`` while it lasts, and one when it ends (``ended``
 true). It observes waits and owns none: its wait hooks are plain functions that
 emit at once (a trace never waits for its observers), so a wait's traces keep
 their place among the inference's own; one ticker task per wait, ended at

@@ -92,8 +92,9 @@ class FleetStore(Protocol):
 
     async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
         """After the hold ended: become the one call that goes first. True for exactly one
-        owner at a time; a probe claimed more than `lease_s` ago counts as gone (the hold
-        stays for the next probe: it expires `lease_s` + its linger after the last claim)."""
+        owner at a time; the probe claiming again renews its lease, and a probe whose lease
+        (`lease_s` from its last claim) ran out counts as gone. The hold stays for the next
+        probe: it expires `lease_s` + its linger after the last claim."""
         ...
 
     async def drop_probe(self, key: str, owner: str) -> bool:

@@ -71,9 +71,10 @@ class MemoryFleetStore:
         hold = self._hold(key, now)
         if hold is None or hold.until > now:
             return False
-        if hold.probe is not None and now - hold.probe_at < lease_s:
-            return hold.probe == owner
-        # The hold outlives the probe's lease: a lost probe hands over to the next one.
+        if hold.probe is not None and hold.probe != owner and now - hold.probe_at < lease_s:
+            return False
+        # The probe's own claim renews its lease. The hold outlives the lease: a lost
+        # probe hands over to the next one.
         hold.probe, hold.probe_at = owner, now
         hold.expires = now + lease_s + hold.linger
         return True

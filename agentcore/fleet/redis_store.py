@@ -79,10 +79,7 @@ _PROBE_CLAIM = (
 local v = redis.call('HMGET', KEYS[1], 'until', 'probe', 'probe_at', 'linger')
 if not v[1] or tonumber(v[1]) > now then return 0 end
 local lease = tonumber(ARGV[2])
-if v[2] and now - tonumber(v[3]) < lease then
-  if v[2] == ARGV[1] then return 1 end
-  return 0
-end
+if v[2] and v[2] ~= ARGV[1] and now - tonumber(v[3]) < lease then return 0 end
 redis.call('HSET', KEYS[1], 'probe', ARGV[1], 'probe_at', string.format('%d', now))
 redis.call('PEXPIRE', KEYS[1], math.floor(lease + tonumber(v[4] or 0)))
 return 1

@@ -148,3 +148,45 @@ async def test_open_admits_with_a_warning_trace(
     }
     assert all(w["inferenceId"] == warnings[0]["inferenceId"] for w in warnings)
     assert trace_recorder.waits == []
+
+
+async def test_a_probe_lost_with_its_replica_hands_over_when_its_lease_runs_out(
+    tmp_path: Path,
+    redis: RedisServer,
+    scripted_provider: ScriptedProvider,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import agentcore_provider_hold
+
+    from agentcore.testing import STALL
+
+    monkeypatch.setattr(agentcore_provider_hold, "PROBE_LEASE_S", 0.3)
+    scripted_provider.script = [limited(retry_after_s=0.05), STALL]
+    path = tmp_path / "agentcore.toml"
+    path.write_text(
+        '[providers.fake]\nkind = "scripted"\n'
+        f'[fleet]\nbackend = "redis"\nredis_url = "{redis.url}"\n'
+        f'key_prefix = "probe-{uuid.uuid4().hex[:8]}"\n'
+    )
+    doomed_hold, survivor_hold = ProviderHold(), ProviderHold()
+    doomed = Kernel.load(path, discover_plugins=False, plugins={"provider-hold": doomed_hold})
+    survivor = Kernel.load(path, discover_plugins=False, plugins={"provider-hold": survivor_hold})
+    async with doomed, survivor:
+        with pytest.raises(InferenceError):
+            await doomed.complete(req("limited"))
+        await asyncio.sleep(0.1)  # the hold has ended: the next call is the probe
+        probe = asyncio.create_task(doomed.complete(req("probe")))
+        await scripted_provider.stalled.wait()
+        # The doomed replica "dies": its probe never ends and its lease is never renewed.
+        assert doomed_hold._renewer is not None
+        doomed_hold._renewer.cancel()
+        lost_at = time.monotonic()
+        response = await asyncio.wait_for(survivor.complete(req("survivor")), 5)
+        assert time.monotonic() - lost_at >= 0.2  # it waited for the lease to run out
+        probe.cancel()
+    assert response.text == "hello"
+    assert [c.request.metadata["tag"] for c in scripted_provider.calls] == [
+        "limited",
+        "probe",
+        "survivor",
+    ]

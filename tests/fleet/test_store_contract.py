@@ -124,6 +124,15 @@ async def test_a_stale_probe_counts_as_gone(store: FleetStore) -> None:
     assert await store.claim_probe("p:m", "b", 0.05)
 
 
+async def test_the_probe_claiming_again_renews_its_lease(store: FleetStore) -> None:
+    await store.set_hold("p:m", 0.0, "rate_limit", LINGER_S)
+    assert await store.claim_probe("p:m", "alive", 0.15)
+    for _ in range(3):
+        await asyncio.sleep(0.08)
+        assert await store.claim_probe("p:m", "alive", 0.15)
+    assert not await store.claim_probe("p:m", "other", 0.15)
+
+
 async def test_a_new_hold_forgets_the_probe(store: FleetStore) -> None:
     await store.set_hold("p:m", 0.0, "rate_limit", LINGER_S)
     assert await store.claim_probe("p:m", "a", LEASE_S)

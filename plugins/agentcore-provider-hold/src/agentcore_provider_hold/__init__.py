@@ -60,6 +60,9 @@ HOLD_KINDS: frozenset[str] = frozenset({"rate_limit", "overloaded"})
 HOLD_TOO_LONG = "hold_too_long"
 """`InferenceError.code` of the error a call fails with when the hold outlasts max_wait_s."""
 MAX_WAIT_SETTING = "[provider_hold] max_wait_s"
+PROBE_LEASE_S = 10.0
+"""A probe's claim lasts this long, renewed every third of it while the probe runs: a
+probe lost with its replica hands over to the next call within this."""
 
 
 class HoldSettings(Section):
@@ -126,10 +129,11 @@ class ProviderHold:
         self._context: PluginContext | None = None
         self._stopped = asyncio.Event()
         self._owner_prefix = uuid.uuid4().hex[:12]
-        self._probe_lease_s = 600.0
-        self._probes: set[str] = set()
-        """The owners of this replica's probes in flight: only a probe's outcome releases
+        self._linger_s = 600.0
+        self._probes: dict[str, str] = {}
+        """This replica's probes in flight, owner to key: only a probe's outcome releases
         a hold or hands the probe on, so any other attempt's end costs no store call."""
+        self._renewer: asyncio.Task[None] | None = None
 
     @property
     def store(self) -> FleetStore:
@@ -149,12 +153,15 @@ class ProviderHold:
         self._context = context
         if isinstance(context.settings, HoldSettings):
             self.settings = context.settings
-        # An attempt cannot legitimately run longer: a probe older than that is lost.
-        self._probe_lease_s = context.kernel.settings.inference.request_timeout_s
+        # How long an ended hold waits for its probe before it goes by itself.
+        self._linger_s = context.kernel.settings.inference.request_timeout_s
 
     @hookimpl
     def agentcore_stop(self) -> None:
         self._stopped.set()
+        if self._renewer is not None:
+            self._renewer.cancel()
+            self._renewer = None
 
     # -- admission ---------------------------------------------------------------
 
@@ -189,8 +196,8 @@ class ProviderHold:
                             raise hold_too_long(attempt, hold, remaining, max_wait)
                         until: float | None = time.monotonic() + remaining
                         sleep_s = remaining
-                    elif await store.claim_probe(key, owner, self._probe_lease_s):
-                        self._probes.add(owner)
+                    elif await store.claim_probe(key, owner, PROBE_LEASE_S):
+                        self._probe(owner, key)
                         return  # the probe: it goes alone, and its outcome decides for the rest
                     else:
                         until, sleep_s = None, poll_s()  # behind the probe: for how long?
@@ -221,6 +228,24 @@ class ProviderHold:
             )
         return admitted
 
+    def _probe(self, owner: str, key: str) -> None:
+        self._probes[owner] = key
+        if self._renewer is None and not self._stopped.is_set():
+            self._renewer = asyncio.create_task(self._renew(), name="provider-hold probe leases")
+
+    async def _renew(self) -> None:
+        """Renew this replica's probes' leases (a probe claiming again), so that only a
+        dead replica's probe lapses."""
+        while True:
+            await asyncio.sleep(PROBE_LEASE_S / 3)
+            for owner, key in list(self._probes.items()):
+                try:
+                    await self.store.claim_probe(key, owner, PROBE_LEASE_S)
+                except FleetUnavailable as exc:
+                    logger.warning(
+                        "the provider hold could not renew its probe of {}: {}", key, exc
+                    )
+
     @asynccontextmanager
     async def _waiting(self, attempt: Attempt, until: float | None) -> AsyncIterator[Wait]:
         assert self._context is not None, "agentcore_start was not called"
@@ -248,8 +273,7 @@ class ProviderHold:
     async def on_attempt_end(self, attempt: Attempt, error: InferenceError | None) -> None:
         key = hold_key(attempt, self.settings.key)
         owner = f"{self._owner_prefix}:{attempt.inference.id}:{attempt.number}"
-        probe = owner in self._probes
-        self._probes.discard(owner)
+        probe = self._probes.pop(owner, None) is not None
         try:
             duration = (
                 None if error is None else hold_duration_s(error, self.settings.default_hold_s)
@@ -282,9 +306,7 @@ class ProviderHold:
     async def _hold(
         self, attempt: Attempt, key: HoldKey, error: InferenceError, duration: float
     ) -> None:
-        hold, lengthened = await self.store.set_hold(
-            str(key), duration, error.kind, self._probe_lease_s
-        )
+        hold, lengthened = await self.store.set_hold(str(key), duration, error.kind, self._linger_s)
         if not lengthened:
             return
         await self._emit(

@@ -13,7 +13,7 @@ import sys
 import time
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 from rich.console import Console
@@ -246,6 +246,37 @@ def serve(settings_path: Path | None) -> None:
 
     kernel = load_kernel(settings_path)
     raise SystemExit(asyncio.run(run_host(kernel)))
+
+
+@main.group()
+def mcpl() -> None:
+    """MCPL tools."""
+
+
+@mcpl.command("digest")
+@click.argument("file", required=False, type=click.File("rb"))
+def mcpl_digest(file: BinaryIO | None) -> None:
+    """The MCPL §17.2 revision of a manifest (the `experimental.mcpl` object as JSON) read
+    from FILE, or from stdin without one. A refused input exits 1 saying why."""
+    from agentcore.mcpl.digest import DigestRefused, manifest_digest
+
+    source = file if file is not None else sys.stdin.buffer
+    data = source.read()
+    try:
+        manifest = json.loads(data, parse_constant=_no_json_constant)
+    except ValueError as exc:  # not JSON, not UTF-8, or NaN/Infinity
+        say(f"agentcore: mcpl digest: the input is not JSON: {exc}", err=True)
+        raise SystemExit(1) from None
+    try:
+        revision = manifest_digest(manifest)
+    except DigestRefused as exc:
+        say(f"agentcore: mcpl digest: refused: {exc}", err=True)
+        raise SystemExit(1) from None
+    say(revision)
+
+
+def _no_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 @main.command()

@@ -27,7 +27,7 @@ from loguru import logger
 from agentcore import hookspecs
 from agentcore.inference import InferenceError, PluginError, StreamEvent
 from agentcore.inference.calls import Attempt, Decision, Wait
-from agentcore.mcpl.protocol import McplError, McplRequest
+from agentcore.mcpl.protocol import McplError, McplRequest, PushEvent
 from agentcore.traces import TraceEvent
 
 OBSERVER_HOOKS = ("on_trace", "on_wait_start", "on_wait_end")
@@ -331,6 +331,10 @@ class Hooks:
 
     async def mcpl_request(self, request: McplRequest) -> Any:
         return await self._first_result("on_mcpl_request", request)
+
+    async def push_event(self, event: PushEvent) -> Any:
+        """The first plugin's answer (a `PushAnswer`, unchecked here), or None."""
+        return await self._first_result("on_push_event", event)
 
 
 def _plugin_error(impl: _Impl, hook: str, exc: Exception) -> PluginError:

@@ -40,7 +40,7 @@ import pluggy
 if TYPE_CHECKING:
     from agentcore.inference import InferenceError, StreamEvent
     from agentcore.inference.calls import Attempt, Decision, Wait
-    from agentcore.mcpl.protocol import McplRequest
+    from agentcore.mcpl.protocol import McplRequest, PushAnswer, PushEvent
     from agentcore.plugins import PluginContext, SettingsSection
     from agentcore.traces import TraceEvent
 
@@ -163,6 +163,19 @@ def on_mcpl_request(request: McplRequest) -> Any:
     Stops at the first non-None result, which is sent as the JSON-RPC result.
     Raise `McplError` for an error answer; any other exception is answered
     -32603. If no plugin answers, the connection answers -32601.
+    """
+
+
+@hookspec(firstresult=True)
+def on_push_event(event: PushEvent) -> PushAnswer | None:
+    """An MCPL `push/event` (SPEC §9) that passed the grant and feature-set checks.
+
+    A host decides what an event triggers (an inference, a queued turn, nothing).
+    Stops at the first non-None result, a `PushAnswer`, sent as the result
+    ``{accepted, inferenceId?, reason?}``. With no plugin answering, the host answers
+    ``accepted: false`` with a reason. Called once per `eventId`: a duplicate within
+    the host's window is answered as the first was without calling this again (§9.4).
+    Raise `McplError` for an error answer; any other exception is answered -32603.
     """
 
 

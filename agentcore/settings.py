@@ -140,6 +140,20 @@ def provider_kinds() -> list[str]:
     return sorted(set(BUILTIN_KINDS) | set(providers.kinds()))
 
 
+class ParticipantNames(Section):
+    """``[providers.NAME.participants]``: who is who in an XML-mode transcript."""
+
+    user: str = "User"
+    assistant: str = "Assistant"
+
+    @field_validator("user", "assistant")
+    @classmethod
+    def _a_plain_name(cls, name: str) -> str:
+        if not name.strip() or any(c in name for c in ":\r\n"):
+            raise ValueError(f"{name!r} is not a participant name: one line, no colon")
+        return name
+
+
 class ProviderSettings(Section):
     kind: str
     """One of `provider_kinds()`."""
@@ -156,6 +170,21 @@ class ProviderSettings(Section):
     max_keepalive_connections: int = Field(default=20, ge=0)
     delay_s: float = 0.0
     """echo only: the pause before each word."""
+    tool_mode: Literal["native", "xml"] = "native"
+    """anthropic only. ``xml``: the conversation goes as a prefill transcript, tools are
+    described in the system prompt and the model writes calls as XML markup."""
+    participants: ParticipantNames = Field(default_factory=lambda: ParticipantNames())
+    """``tool_mode = "xml"``: the names the transcript gives the two sides."""
+
+    @field_validator("tool_mode")
+    @classmethod
+    def _xml_needs_anthropic(cls, mode: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        if mode == "xml" and kind is not None and kind != "anthropic":
+            raise ValueError(
+                f'tool_mode = "xml" is for kind = "anthropic" only; this provider is {kind!r}'
+            )
+        return mode
 
     @field_validator("kind")
     @classmethod
@@ -437,14 +466,16 @@ def load_settings(
     *,
     sections: Mapping[str, type[BaseModel] | None] | None = None,
     environ: Mapping[str, str] | None = None,
+    root: type[Settings] | None = None,
 ) -> LoadedSettings:
     """Read and validate the deployment's settings.
 
     `sections` maps each plugin's section path to its model (None: a known
-    section that nobody will read, such as a disabled plugin's).
+    section that nobody will read, such as a disabled plugin's). `root` is a model
+    already built from them (`reload_settings` passes the one the host loaded with).
     """
     environ = os.environ if environ is None else environ
-    root = _graft(Settings, sections or {})
+    root = _graft(Settings, sections or {}) if root is None else root
     file_values = read_toml(path) if path is not None else {}
     env_values = _env_values(root, environ)
     # Before anything is reported or run: every credential the file or the environment
@@ -465,6 +496,14 @@ def load_settings(
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values)
+
+
+def reload_settings(
+    loaded: LoadedSettings, environ: Mapping[str, str] | None = None
+) -> LoadedSettings:
+    """Read `loaded`'s file again and validate it as it was validated at load, with the
+    same plugins' sections (`agentcore serve` on SIGHUP). Raises `SettingsError`."""
+    return load_settings(loaded.path, environ=environ, root=type(loaded.settings))
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

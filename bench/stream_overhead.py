@@ -9,6 +9,8 @@ by the loopback server (`agentcore.testing`, on its own thread) and consumed by
   (d) LiteLLM's `acompletion(stream=True)`,
   (e), (f) `kernel.stream` as (b), on the OpenAI Responses and the Gemini wires (each
       wire's own stream of the same text chunks),
+  (g), (h) `kernel.stream` as (b), on the Anthropic wire in native and in XML tool mode
+      (the same text deltas; in XML mode each one read by the XML parser),
 
 in one run; (a) reads through httpx's default transport (httpcore), (b) through the
 providers' streaming driver on aiohttp. CPU is `time.thread_time()` of the consuming
@@ -17,10 +19,10 @@ sizes and dividing the difference in CPU by the difference in chunks; each size 
 a few times,
 in rounds that interleave the peers, and the fastest run kept. Prints CPU µs per
 chunk, CPU seconds per 10,000 chunks and each ratio to (a). Targets: (b) at most
-1.2x (a), and below (c) and (d); (e) and (f) at most 1.1x (b).
+1.2x (a), and below (c) and (d); (e) and (f) at most 1.1x (b); (h) at most 1.3x (g).
 
     .venv/bin/python bench/stream_overhead.py [--small 10000] [--large 50000] [--repeat 5]
-                                              [--peers abcd]
+                                              [--peers abcdefgh]
 """
 
 from __future__ import annotations
@@ -81,9 +83,9 @@ async def raw_httpx(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaita
 
 
 def kernel_stream(
-    kind: str, label: str
+    kind: str | dict[str, str], label: str
 ) -> Callable[[LoopbackServer], Awaitable[tuple[Runner, Any]]]:
-    """`kernel.stream` on the wire of provider `kind`."""
+    """`kernel.stream` on the wire of provider `kind` (a kind, or a provider table)."""
 
     async def setup(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
         folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
@@ -175,9 +177,7 @@ async def main() -> int:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument(
-        "--peers", default="abcdef", help="which of a, b, c, d, e, f to run (a always)"
-    )
+    parser.add_argument("--peers", default="abcdefgh", help="which of a to h to run (a always)")
     args = parser.parse_args()
     os.environ[API_KEY_ENV] = API_KEY
 
@@ -188,6 +188,11 @@ async def main() -> int:
         ("(d) litellm acompletion", litellm_sdk),
         ("(e) kernel.stream, Responses", kernel_stream("openai-responses", "(e)")),
         ("(f) kernel.stream, Gemini", kernel_stream("gemini", "(f)")),
+        ("(g) kernel.stream, Anthropic", kernel_stream("anthropic", "(g)")),
+        (
+            "(h) kernel.stream, Anthropic XML",
+            kernel_stream({"kind": "anthropic", "tool_mode": "xml"}, "(h)"),
+        ),
     ]
     results: dict[str, float] = {}
     with LoopbackServer() as server:
@@ -243,6 +248,11 @@ async def main() -> int:
                 ratio = results[peer] / kernel
                 verdict = "meets" if ratio <= 1.1 else "MISSES"
                 print(f"{peer[:3]} {verdict} the 1.1x target against (b) ({ratio:.2f}x)")
+    native = results.get("(g) kernel.stream, Anthropic")
+    xml = results.get("(h) kernel.stream, Anthropic XML")
+    if native and xml:
+        verdict = "meets" if xml <= 1.3 * native else "MISSES"
+        print(f"(h) {verdict} the 1.3x target against (g) ({xml / native:.2f}x)")
     return 0
 
 

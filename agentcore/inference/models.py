@@ -124,6 +124,12 @@ class StopInfo:
     raw: str | None = None
     sequence: str | None = None
     mapped: bool = True
+    """The stop sequence that triggered (XML tool mode: or the tool-call block's close
+    that ended the reply)."""
+    unclosed_tool_block: bool = False
+    """XML tool mode: the output ended inside a ``<function_calls>`` block."""
+    tool_markup: bool = False
+    """XML tool mode: the output held tool-call markup (a block, or a stop at its close)."""
 
 
 @dataclass(slots=True)

@@ -4,7 +4,9 @@ MCPL's `FinishReason` (SPEC §11.3) names only ``end_turn``, ``max_tokens`` and
 ``stop_sequence``. An inference that ended any other way (a provider stop token
 no adapter maps included, whatever ``[inference] unknown_stop`` says), or that
 called a tool, is not a result a caller that offers no tools can use: it gets an
-error whose message says why.
+error whose message says why. In XML tool mode that includes tool-call markup the
+model wrote: a block still open when the output ended, or one with no readable
+call (DESIGN.md, "XML tool mode").
 """
 
 from __future__ import annotations
@@ -37,10 +39,16 @@ def completion_problem(response: Response, offers: str = "inference/request") ->
 
     `offers` names the caller in messages ("…, and inference/request offers none").
     """
-    if response.stop.raw == "error":
+    stop = response.stop
+    if stop.raw == "error":
         return "The provider ended the inference with an error (finish_reason 'error')"
-    if not response.stop.mapped:
-        return unmapped_stop_message(response.stop.raw)
+    if not stop.mapped:
+        return unmapped_stop_message(stop.raw)
+    if stop.unclosed_tool_block:
+        return (
+            "The model's output ended with a tool-call block still open, "
+            f"and {offers} offers no tools"
+        )
     calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
     if calls:
         names = ", ".join(dict.fromkeys(b.name for b in calls))
@@ -50,8 +58,10 @@ def completion_problem(response: Response, offers: str = "inference/request") ->
                 f"({names}), and {offers} offers no tools"
             )
         return f"The model called a tool ({names}), and {offers} offers none"
-    reason = response.stop.reason
+    reason = stop.reason
     if reason in NAMED_STOPS:
+        if stop.tool_markup:  # XML tool mode: a block with no readable call in it
+            return f"The model wrote tool-call markup, and {offers} offers no tools"
         return None
     if reason == "refusal":
         return "The model refused to answer (stop reason 'refusal')"

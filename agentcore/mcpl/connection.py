@@ -30,6 +30,28 @@ never goes unanswered (§6.6), `model/info` included. `ping` is answered by
 the connection itself; methods outside MCPL (no capability of their own) go
 to the handler whatever the state.
 
+Live policy (§6.7). `update_policy` replaces the configured grant and disabled feature
+sets; a manifest change (§17) replaces what the server advertises and declares. Either
+way the host derives the policy it wants (the *target*) and then, in §6.7's mirrored
+orderings: what the target takes away is taken away at once, in one synchronous step,
+before anything is sent (`_narrow`); then `featureSets/update` goes out as a Request
+carrying the whole target; what the target adds becomes active only when the receipt
+arrives, in the same step that reads it, so a request the server writes after its receipt
+is checked against the wider policy, and one written before it against the narrower. A
+refusal (`accepted: false`) or no answer leaves only the narrowed policy: a receipt
+never widens anything. Requests are serialized per connection, and a newer change
+supersedes an older one whose receipt has not come (the older one then never activates).
+
+Manifest changes (§17). `mcpl/manifestChanged` is a hint: it only marks the manifest
+stale. One task per session fetches `mcpl/manifest` (at most once per
+`manifest_fetch_interval_s`, coalescing every notice in between: §17.8), validates it
+as at `initialize`, diffs it by domain against the manifest in force without trusting
+its `revision` (§17.1), applies the consequences through the same live-policy path
+(§17.5: removals at once, additions only after the receipt, changed or invalid `uses`
+revalidated fail-closed), and emits one change receipt (§17.6), logged and traced as
+`mcpl:manifest_change`. A fetch that fails or returns something that is not an object
+leaves the previous manifest standing (§17.5.1).
+
 `notifications/cancelled` (MCP's base protocol, which MCPL extends, §3.1) for
 an `inference/request` in flight cancels the task serving it, which closes its
 provider call, and the request gets no answer; the `McplRequest` says the
@@ -41,7 +63,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import math
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loguru import logger
@@ -61,6 +86,7 @@ from agentcore.mcpl.jsonrpc import (
     RemoteError,
     RequestId,
 )
+from agentcore.mcpl.manifest import ChangeReceipt, changed_domains, check_revision, impacts
 from agentcore.mcpl.protocol import (
     CAPABILITY_DENIED,
     FEATURE_SET_NOT_ENABLED,
@@ -76,7 +102,11 @@ from agentcore.mcpl.transports import ReconnectPolicy, TransportFactory
 MCP_PROTOCOL_VERSION = "2025-06-18"
 MCPL_VERSION = "0.5"
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
+DEFAULT_MANIFEST_FETCH_INTERVAL_S = 1.0
+"""§17.8: the least time between two `mcpl/manifest` fetches from one server."""
 SHUTDOWN_MESSAGE = "the host is shutting down"
+PENDING_RECEIPT = "pending_receipt"
+"""Why a feature set the new policy enables is not enabled yet (§6.7: after the receipt)."""
 
 # What this host supports, as §5.2 shapes it.
 HOST_MCPL_CAPABILITIES: dict[str, Any] = {
@@ -124,6 +154,8 @@ OUTBOUND_CAPABILITIES: dict[str, tuple[str, ...]] = {
 
 McplRequestHandler = Callable[[McplRequest], Awaitable[Any]]
 McplNotificationHandler = Callable[["ServerConnection", str, dict[str, Any]], Awaitable[None]]
+TraceEmitter = Callable[..., Awaitable[None]]
+"""`emit(type, **fields)`: the kernel's `Kernel.emit`."""
 
 _STATE_REASONS = {
     "pending": "the initial featureSets/update exchange has not completed",
@@ -131,6 +163,27 @@ _STATE_REASONS = {
     "absent": "the server does not speak MCPL",
 }
 _STATE_CODES = {"pending": "policy_pending", "refused": "policy_refused", "absent": "mcpl_absent"}
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyStep:
+    """One policy change: the policy wanted (`grant`, `feature_sets`, sent as `params`),
+    what it took away at once, and what waits for the server's receipt."""
+
+    generation: int
+    cause: str  # initialize, settings, manifest
+    grant: frozenset[str]
+    feature_sets: dict[str, FeatureSet]
+    params: dict[str, Any]
+    removed: frozenset[str]
+    degraded: tuple[str, ...]
+    pending: frozenset[str]
+    pending_sets: tuple[str, ...]
+
+
+def _on(feature_sets: Mapping[str, FeatureSet], name: str) -> bool:
+    fs = feature_sets.get(name)
+    return fs is not None and fs.enabled
 
 
 class McplStartError(Exception):
@@ -172,6 +225,8 @@ class ServerConnection:
         reconnect: ReconnectPolicy | None = None,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         host_capabilities: Mapping[str, Any] | None = None,
+        emit: TraceEmitter | None = None,
+        manifest_fetch_interval_s: float = DEFAULT_MANIFEST_FETCH_INTERVAL_S,
     ) -> None:
         self._name = name
         self._factory = transport_factory
@@ -182,25 +237,41 @@ class ServerConnection:
         self._reconnect = reconnect
         self._timeout = request_timeout_s
         self._host_capabilities = dict(host_capabilities or HOST_MCPL_CAPABILITIES)
+        self._emit = emit
+        self._fetch_interval_s = manifest_fetch_interval_s
         self._log = logger.bind(mcpl_server=name)
         self._peer: JsonRpcPeer | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
         self.closed = asyncio.Event()
+        self._policy_lock = asyncio.Lock()  # one featureSets/update Request at a time
+        self._session_tasks: set[asyncio.Task[Any]] = set()
         self._reset_session_state()
         self.sessions = 0
 
     def _reset_session_state(self) -> None:
+        for task in self._session_tasks:
+            task.cancel()
+        self._session_tasks = set()
         self._state = "pending"
         self._outbound_allowed: set[str] = set()
         self._grant: frozenset[str] = frozenset()
         self._advertised: frozenset[str] = frozenset()
+        self._declared: object = None  # the manifest's featureSets member, as in force
         self._feature_sets: dict[str, FeatureSet] = {}
+        self._acknowledged: dict[str, Any] | None = None  # the last policy the server accepted
+        self._generation = 0  # bumped by every policy change; a newer one supersedes
         self._hooks_pending = 0
         self._cancellable: dict[RequestId, McplRequest] = {}  # inference/requests being served
+        self._manifest_stale = asyncio.Event()
+        self._manifest_notices = 0  # mcpl/manifestChanged seen since the last fetch began
+        self._manifest_fetcher: asyncio.Task[None] | None = None
+        self._settled = asyncio.Event()  # the initial policy exchange is over, either way
         self.server_info: Any = None
         self.manifest: dict[str, Any] = {}
+        """The `initialize` result's `capabilities`, its `experimental.mcpl` as in force."""
         self.receipt: Any = None
+        self.change_receipts: list[ChangeReceipt] = []
 
     # -- ServerHandle --------------------------------------------------------
 
@@ -210,7 +281,7 @@ class ServerConnection:
 
     @property
     def grant(self) -> frozenset[str]:
-        """The effective capabilities sent in this session's `featureSets/update`."""
+        """The effective capabilities in force: what inbound methods are checked against."""
         return self._grant
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
@@ -271,7 +342,7 @@ class ServerConnection:
 
     def _check_outbound(self, method: str) -> None:
         if method in self._outbound_allowed:
-            return  # decided once per session: the grant does not change within one
+            return  # decided once per grant: every change of the grant clears this
         needs = OUTBOUND_CAPABILITIES.get(method)
         if needs is None:
             return
@@ -313,6 +384,9 @@ class ServerConnection:
             if self._supervisor is not None and self._supervisor is not current:
                 self._supervisor.cancel()
                 await asyncio.gather(self._supervisor, return_exceptions=True)
+            for task in self._session_tasks:
+                if task is not current:
+                    task.cancel()
             if self._peer is not None:
                 self._log.info("mcpl server {}: closing: {}", self._name, reason)
                 await self._peer.close(McplError(INTERNAL_ERROR, reason), reason=reason)
@@ -387,6 +461,8 @@ class ServerConnection:
             if isinstance(exc, Exception) and not isinstance(exc, McplStartError):
                 raise McplStartError(f"mcpl server {self._name}: handshake failed: {exc}") from exc
             raise
+        finally:
+            self._settled.set()
 
     async def _handshake(self, peer: JsonRpcPeer) -> None:
         result = await peer.request(
@@ -412,21 +488,11 @@ class ServerConnection:
             self._state = "absent"
             self._log.warning("mcpl server {}: does not advertise MCPL", self._name)
             return
-        if mcpl.get("version") != MCPL_VERSION:
-            self._log.warning(
-                "mcpl server {}: speaks MCPL {!r}, this host {}",
-                self._name,
-                mcpl.get("version"),
-                MCPL_VERSION,
-            )
-
-        self._advertised = frozenset(advertised_capabilities(self.manifest))
-        self._grant = effective_grant(self._configured, self._advertised)
-        self._feature_sets = derive_feature_sets(
-            mcpl.get("featureSets"), self._grant, self._disabled
-        )
-        params = self._policy_params()
-        for fs in self._feature_sets.values():
+        self._adopt_manifest(mcpl, "initialize")
+        # §5.3: the initial policy is a policy change from nothing, so nothing is narrowed
+        # and everything waits for the receipt.
+        step = self._narrow("initialize")
+        for fs in step.feature_sets.values():
             if not fs.enabled:
                 self._log.info(
                     "mcpl server {}: feature set {} disabled: {}{}",
@@ -438,69 +504,379 @@ class ServerConnection:
         self._log.info(
             "mcpl server {}: effective grant {}; enabled feature sets {}",
             self._name,
-            params["effectiveCapabilities"],
-            params["enabled"],
+            step.params["effectiveCapabilities"],
+            step.params["enabled"],
         )
-        try:
-            receipt = await peer.request("featureSets/update", params, timeout=self._timeout)
-        except (RemoteError, TimeoutError) as exc:
-            # §6.7: an unanswered policy does not activate.
-            self._state = "refused"
-            self._log.error(
-                "mcpl server {}: featureSets/update failed ({}); MCPL stays disabled",
-                self._name,
-                exc,
-            )
-            return
-        # No await between the receipt and this state change: a request the
-        # server sends after its receipt is checked after this line runs.
-        if self._apply_receipt(receipt):
+        outcome = await self._tell(peer, step, initial=True)
+        if outcome == "close":
             raise McplStartError(
                 f"mcpl server {self._name}: refused the host's policy and asked to close"
             )
 
-    def _policy_params(self) -> dict[str, Any]:
-        effective = sorted(self._grant)
-        denied = sorted(self._advertised - self._grant)
+    # -- policy (§6.7) ---------------------------------------------------------
+
+    def _adopt_manifest(self, mcpl: dict[str, Any], source: str) -> None:
+        """Hold `mcpl` as the manifest in force, validated as §17.5 asks: as at initialize."""
+        if mcpl.get("version") != MCPL_VERSION:
+            self._log.warning(
+                "mcpl server {}: speaks MCPL {!r}, this host {}",
+                self._name,
+                mcpl.get("version"),
+                MCPL_VERSION,
+            )
+        problem = check_revision(mcpl).problem()
+        if problem is not None:  # §17.2: a conformance defect, never grounds to reject
+            self._log.warning("mcpl server {}: {} ({})", self._name, problem, source)
+        experimental = self.manifest.get("experimental")
+        self.manifest = {
+            **self.manifest,
+            "experimental": {
+                **(experimental if isinstance(experimental, dict) else {}),
+                "mcpl": mcpl,
+            },
+        }
+        self._advertised = frozenset(advertised_capabilities(self.manifest))
+        self._declared = mcpl.get("featureSets")
+
+    def _current_mcpl(self) -> dict[str, Any]:
+        experimental = self.manifest.get("experimental")
+        mcpl = experimental.get("mcpl") if isinstance(experimental, dict) else None
+        return mcpl if isinstance(mcpl, dict) else {}
+
+    def _narrow(self, cause: str) -> PolicyStep:
+        """Derive the policy wanted now and take away, at once, what it takes away (§6.7).
+
+        Synchronous, so no inbound request is checked against a half-applied policy:
+        the grant becomes the old one intersected with the new, and a feature set the
+        new policy enables stays disabled unless it was enabled already with the same
+        `uses` (a changed `uses` revalidates, §17.5). What the new policy adds waits for
+        the receipt (`_tell`).
+        """
+        grant = effective_grant(self._configured, self._advertised)
+        feature_sets = derive_feature_sets(self._declared, grant, self._disabled)
+        params = self._policy_params(grant, feature_sets)
+        before_grant, before_sets = self._grant, self._feature_sets
+        interim: dict[str, FeatureSet] = {}
+        for name, fs in feature_sets.items():
+            old = before_sets.get(name)
+            kept = old is not None and old.enabled and frozenset(old.uses) == frozenset(fs.uses)
+            interim[name] = (
+                fs if kept or not fs.enabled else replace(fs, enabled=False, reason=PENDING_RECEIPT)
+            )
+        self._grant = before_grant & grant
+        self._feature_sets = interim
+        self._outbound_allowed.clear()
+        self._generation += 1
+        return PolicyStep(
+            generation=self._generation,
+            cause=cause,
+            grant=grant,
+            feature_sets=feature_sets,
+            params=params,
+            removed=before_grant - grant,
+            degraded=tuple(
+                sorted(n for n, fs in before_sets.items() if fs.enabled and not _on(interim, n))
+            ),
+            pending=grant - before_grant,
+            pending_sets=tuple(
+                sorted(n for n, fs in interim.items() if fs.reason == PENDING_RECEIPT)
+            ),
+        )
+
+    def _policy_params(
+        self, grant: frozenset[str], feature_sets: Mapping[str, FeatureSet]
+    ) -> dict[str, Any]:
+        effective = sorted(grant)
+        denied = sorted(self._advertised - grant)
         check_policy(effective, denied)
         return {
             "effectiveCapabilities": effective,
             "deniedCapabilities": denied,
-            "enabled": sorted(n for n, fs in self._feature_sets.items() if fs.enabled),
-            "disabled": sorted(n for n, fs in self._feature_sets.items() if not fs.enabled),
+            "enabled": sorted(n for n, fs in feature_sets.items() if fs.enabled),
+            "disabled": sorted(n for n, fs in feature_sets.items() if not fs.enabled),
         }
 
-    def _apply_receipt(self, receipt: Any) -> bool:
-        """Record the degradation receipt; True when the server asks to close.
+    async def _tell(self, peer: JsonRpcPeer, step: PolicyStep, *, initial: bool = False) -> str:
+        """Send `step`'s policy as a `featureSets/update` Request; activate it on the receipt.
 
-        Testimony only (§6.7): it never changes the grant.
+        Returns what happened: accepted (the whole policy is in force), unchanged (no
+        Request was needed), refused, close (refused, and the server asked to close),
+        unanswered, superseded (a newer change came first; it sends its own Request),
+        closed (the session ended), inactive (MCPL is off in this session).
         """
-        self.receipt = receipt
+        async with self._policy_lock:
+            if self._peer is not peer or peer.closing:
+                return "closed"
+            if not initial and self._state != "ready":
+                return "inactive"
+            if step.generation != self._generation:
+                return "superseded"
+            in_force = self._grant == step.grant and self._feature_sets == step.feature_sets
+            if not initial and in_force and step.params == self._acknowledged:
+                return "unchanged"
+            try:
+                receipt = await peer.request(
+                    "featureSets/update", step.params, timeout=self._timeout
+                )
+            except (RemoteError, TimeoutError) as exc:
+                # §6.7: an unanswered expansion does not activate; the narrowing stands.
+                self._log.error(
+                    "mcpl server {}: featureSets/update failed ({}); {}",
+                    self._name,
+                    exc,
+                    "MCPL stays disabled" if initial else "what it would add stays off",
+                )
+                if initial:
+                    self._state = "refused"
+                return "unanswered"
+            except ConnectionClosed:
+                return "closed"
+            # No await from the receipt to the end of this block: a request the server
+            # writes after its receipt is checked against what this block leaves.
+            self.receipt = receipt
+            fallback = self._refusal(receipt)
+            if fallback is not None:
+                # §6.7 and §3.2: MCPL is off for this session; nothing is widened.
+                self._state = "refused"
+                self._grant = frozenset()
+                self._outbound_allowed.clear()
+                return "close" if fallback == "close" else "refused"
+            self._acknowledged = step.params
+            if initial:
+                self._state = "ready"
+            if step.generation != self._generation:
+                return "superseded"
+            self._grant, self._feature_sets = step.grant, step.feature_sets
+            self._outbound_allowed.clear()
+            return "accepted"
+
+    def _refusal(self, receipt: Any) -> str | None:
+        """Log the degradation receipt; its `fallback` when it refuses (testimony only,
+        §6.7: it never changes the grant). A refusal without one is read as mcp-only."""
         if isinstance(receipt, dict) and receipt.get("accepted") is False:
-            self._state = "refused"
+            fallback = receipt.get("fallback")
             self._log.error(
                 "mcpl server {}: refused the policy (fallback {!r}, missing {}): {}",
                 self._name,
-                receipt.get("fallback"),
+                fallback,
                 receipt.get("missingCapabilities"),
                 receipt.get("reason"),
             )
-            return receipt.get("fallback") == "close"
-        self._state = "ready"
+            return fallback if fallback in ("mcp-only", "close") else "mcp-only"
         if not isinstance(receipt, dict) or "accepted" not in receipt:
             self._log.warning(
                 "mcpl server {}: featureSets/update receipt is not a §6.7 receipt: {!r}",
                 self._name,
                 receipt,
             )
-            return False
+            return None
         self._log.info(
             "mcpl server {}: policy accepted (mode {!r}, unavailable {})",
             self._name,
             receipt.get("mode"),
             receipt.get("unavailableFeatures"),
         )
-        return False
+        return None
+
+    async def update_policy(
+        self, grant: Sequence[str], disabled_feature_sets: Sequence[str]
+    ) -> str:
+        """Apply a new configured grant and disabled feature sets to the live session (§6.7).
+
+        What the change takes away is refused from the moment this is called; then the
+        Request goes out, and what it adds is allowed once the receipt has come. Returns
+        `_tell`'s outcome, or "inactive" when MCPL is off in this session (the new policy
+        applies to the next session).
+        """
+        self._configured = tuple(grant)
+        self._disabled = tuple(disabled_feature_sets)
+        peer = self._peer
+        if peer is None or self._closing or self._state in ("absent", "refused"):
+            self._log.info(
+                "mcpl server {}: new policy noted; MCPL is off in this session ({})",
+                self._name,
+                self._state,
+            )
+            return "inactive"
+        return await self._change(peer, "settings")
+
+    async def _change(self, peer: JsonRpcPeer, cause: str) -> str:
+        step = self._narrow(cause)
+        if step.removed or step.degraded:
+            await self._trace_policy(step, removed=step.removed, disabled=step.degraded)
+        narrowed = self._grant
+        outcome = await self._tell(peer, step)
+        if outcome == "accepted" and (step.pending or step.pending_sets):
+            await self._trace_policy(
+                step, added=step.pending, enabled=step.pending_sets, receipt=outcome
+            )
+        elif outcome in ("refused", "close"):
+            await self._trace_policy(step, removed=narrowed, receipt=outcome)
+        elif outcome == "unanswered" and (step.pending or step.pending_sets):
+            await self._trace_policy(step, receipt=outcome, withheld=step.pending)
+        if outcome == "close":
+            self._spawn_close("the server refused the host's policy and asked to close")
+        return outcome
+
+    async def _trace_policy(
+        self,
+        step: PolicyStep,
+        *,
+        added: frozenset[str] = frozenset(),
+        removed: frozenset[str] = frozenset(),
+        enabled: Sequence[str] = (),
+        disabled: Sequence[str] = (),
+        withheld: frozenset[str] = frozenset(),
+        receipt: str = "pending",
+    ) -> None:
+        self._log.info(
+            "mcpl server {}: policy change ({}): added {}, removed {}, feature sets enabled {},"
+            " disabled {}; receipt {}",
+            self._name,
+            step.cause,
+            sorted(added),
+            sorted(removed),
+            list(enabled),
+            list(disabled),
+            receipt,
+        )
+        if self._emit is None:
+            return
+        fields: dict[str, Any] = {
+            "serverId": self._name,
+            "cause": step.cause,
+            "added": sorted(added),
+            "removed": sorted(removed),
+            "featureSetsEnabled": list(enabled),
+            "featureSetsDisabled": list(disabled),
+            "receipt": receipt,
+        }
+        if withheld:
+            fields["withheld"] = sorted(withheld)
+        await self._emit("mcpl:policy_change", **fields)
+
+    def _spawn_session_task(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(f"{name}:{self._name}")
+        self._session_tasks.add(task)
+        task.add_done_callback(self._session_tasks.discard)
+        return task
+
+    def _spawn_close(self, reason: str) -> None:
+        # Not a session task: close() cancels those.
+        self._closer = asyncio.get_running_loop().create_task(self.close(reason))
+
+    # -- manifest changes (§17) ------------------------------------------------
+
+    def _on_manifest_changed(self, params: Params) -> None:
+        """§17.3: a hint that the manifest changed. Only marks it stale: the fetch task
+        decides, at the rate §17.8 allows, from what `mcpl/manifest` returns."""
+        if self._state in ("absent", "refused") or self._closing:
+            self._log.debug("mcpl server {}: mcpl/manifestChanged ignored (MCPL off)", self._name)
+            return
+        fields = params if isinstance(params, dict) else {}
+        if not isinstance(fields.get("revision"), str) or not isinstance(
+            fields.get("domains"), list
+        ):
+            self._log.warning(
+                "mcpl server {}: mcpl/manifestChanged without a revision and domains (§17.3); "
+                "fetching the manifest all the same",
+                self._name,
+            )
+        self._manifest_notices += 1
+        self._manifest_stale.set()
+        if self._manifest_fetcher is None and self._peer is not None:
+            self._manifest_fetcher = self._spawn_session_task(
+                self._fetch_manifests(self._peer), "mcpl-manifest"
+            )
+
+    async def _fetch_manifests(self, peer: JsonRpcPeer) -> None:
+        last_fetch = -math.inf
+        while True:
+            await self._manifest_stale.wait()
+            await self._settled.wait()
+            # §17.8: the host bounds the fetch rate; notices in between share one fetch.
+            delay = last_fetch + self._fetch_interval_s - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self._state != "ready" or self._peer is not peer:
+                return
+            self._manifest_stale.clear()
+            notices, self._manifest_notices = self._manifest_notices, 0
+            if notices > 1:
+                self._log.warning(
+                    "mcpl server {}: {} mcpl/manifestChanged notifications within the fetch "
+                    "limit (one per {} s); {} dropped, one fetch made (§17.8: a conformance "
+                    "defect of the server)",
+                    self._name,
+                    notices,
+                    self._fetch_interval_s,
+                    notices - 1,
+                )
+            last_fetch = time.monotonic()
+            await self._refresh_manifest(peer)
+
+    async def _refresh_manifest(self, peer: JsonRpcPeer) -> None:
+        try:
+            fetched = await peer.request("mcpl/manifest", {}, timeout=self._timeout)
+        except (RemoteError, TimeoutError) as exc:
+            self._log.warning(
+                "mcpl server {}: announced a manifest change, but mcpl/manifest failed ({}); "
+                "the manifest in force stands",
+                self._name,
+                exc,
+            )
+            return
+        except ConnectionClosed:
+            return
+        if self._peer is not peer or self._state != "ready":
+            return
+        if not isinstance(fetched, dict):
+            # §17.5.1: nothing learned, so nothing narrowed: the previous manifest stands.
+            self._log.warning(
+                "mcpl server {}: mcpl/manifest returned {}, not a manifest object; "
+                "the manifest in force stands",
+                self._name,
+                type(fetched).__name__,
+            )
+            return
+        before = self._current_mcpl()
+        domains = changed_domains(before, fetched)
+        revision = check_revision(fetched)
+        if not domains:
+            self._log.info("mcpl server {}: fetched the manifest; nothing changed", self._name)
+            return
+        if revision.stated is not None and revision.stated == before.get("revision"):
+            # §17.1: the revision is never proof that nothing changed; the diff decides.
+            self._log.warning(
+                "mcpl server {}: the manifest changed ({}) under an unchanged revision {}",
+                self._name,
+                ", ".join(domains),
+                revision.stated,
+            )
+        advertised_before, grant_before = self._advertised, self._grant
+        sets_before = dict(self._feature_sets)
+        self._adopt_manifest(fetched, "mcpl/manifest")
+        outcome = await self._change(peer, "manifest")
+        receipt = ChangeReceipt(
+            server=self._name,
+            domains=domains,
+            revision=revision,
+            impacts=impacts(
+                advertised_before=advertised_before,
+                advertised_after=self._advertised,
+                grant_before=grant_before,
+                grant_after=self._grant,
+                sets_before=sets_before,
+                sets_after=self._feature_sets,
+                ontology_changed="tagOntology" in domains,
+            ),
+            policy=outcome,
+        )
+        self.change_receipts.append(receipt)
+        self._log.info("mcpl server {}: manifest changed: {}", self._name, receipt.describe())
+        if self._emit is not None:
+            await self._emit("mcpl:manifest_change", **receipt.to_fields())
 
     # -- inbound -------------------------------------------------------------
 
@@ -613,6 +989,9 @@ class ServerConnection:
         if method == "notifications/cancelled":
             self._on_cancelled(params)
             return
+        if method == "mcpl/manifestChanged":  # §17.3: no capability gates it
+            self._on_manifest_changed(params)
+            return
         if self._notification_handler is None:
             self._log.debug("mcpl server {}: notification {}", self._name, method)
             return
@@ -659,9 +1038,12 @@ __all__ = [
     "MCPL_VERSION",
     "MCP_PROTOCOL_VERSION",
     "OUTBOUND_CAPABILITIES",
+    "PENDING_RECEIPT",
     "SHUTDOWN_MESSAGE",
     "McplNotificationHandler",
     "McplRequestHandler",
     "McplStartError",
+    "PolicyStep",
     "ServerConnection",
+    "TraceEmitter",
 ]

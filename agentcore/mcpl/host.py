@@ -3,7 +3,14 @@
 Every inbound request that passes the connection's grant and feature-set checks
 goes to `on_mcpl_request` (the `mcpl-router` plugin answers `inference/request`
 and `model/info`), so server-initiated inference runs through the kernel with
-every policy applied.
+every policy applied; a `push/event` goes to `on_push_event` instead (`push`).
+
+On SIGHUP `agentcore serve` re-reads its settings file (`McplHost.reload`). A file
+that no longer validates changes nothing, and the log says why. Otherwise: a server
+removed from the file is closed, one added is started, one whose connection settings
+changed is restarted, and one whose `grant` or `disabled_feature_sets` changed gets
+the new policy live (`ServerConnection.update_policy`: §6.7's orderings). Other
+sections are read once, at start: a change to them is logged as needing a restart.
 
 Shutdown order, and why: first the kernel is marked stopping, so calls waiting
 on a hold or a backoff wake and fail at once; then each connection answers its
@@ -19,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
+from collections.abc import Awaitable
 from typing import Any
 
 from loguru import logger
@@ -27,13 +35,17 @@ from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE, McplStartError, ServerConnection
 from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest
+from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.transports import (
     ReconnectPolicy,
     TransportFactory,
     stdio_factory,
     websocket_factory,
 )
-from agentcore.settings import McplServerSettings
+from agentcore.settings import McplServerSettings, SettingsError, reload_settings
+
+POLICY_FIELDS: set[str] = {"grant", "disabled_feature_sets"}
+"""The `[mcpl.servers.NAME]` keys a reload applies to a live session (§6.7)."""
 
 
 def transport_factory(name: str, config: McplServerSettings) -> TransportFactory:
@@ -59,12 +71,24 @@ class McplHost:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.connections: dict[str, ServerConnection] = {}
+        self._configs: dict[str, McplServerSettings] = {}
+        self._push: dict[str, PushEvents] = {}
+        self._reload_lock = asyncio.Lock()
+        self._membership = asyncio.Event()  # set whenever `connections` changes
 
     async def handle(self, request: McplRequest) -> Any:
         try:
+            if request.method == "push/event":
+                return await self._push_events(request.server.name).answer(request)
             return await self.kernel.hooks.mcpl_request(request)
         except PluginError as exc:
             raise McplError(INTERNAL_ERROR, str(exc)) from exc
+
+    def _push_events(self, server: str) -> PushEvents:
+        events = self._push.get(server)
+        if events is None:
+            events = self._push[server] = PushEvents(self.kernel.hooks.push_event)
+        return events
 
     async def start(self) -> None:
         """Open every server, all at once; one that cannot start is logged and left out.
@@ -72,8 +96,9 @@ class McplHost:
         Concurrently, so that a server slow to finish its handshake holds up neither
         the others nor a shutdown (cancelling this closes the ones not yet ready).
         """
+        self._configs = dict(self.kernel.settings.mcpl.servers)
         async with asyncio.TaskGroup() as group:
-            for name, config in self.kernel.settings.mcpl.servers.items():
+            for name, config in self._configs.items():
                 group.create_task(self._start_one(name, config), name=f"mcpl-start:{name}")
 
     async def _start_one(self, name: str, config: McplServerSettings) -> None:
@@ -89,6 +114,7 @@ class McplHost:
             handler=self.handle,
             disabled_feature_sets=config.disabled_feature_sets,
             reconnect=ReconnectPolicy() if config.reconnect else None,
+            emit=self.kernel.emit,
         )
         try:
             await connection.start()
@@ -97,9 +123,94 @@ class McplHost:
             return
         logger.info("mcpl server {}: ready, granted {}", name, sorted(connection.grant))
         self.connections[name] = connection
+        self._membership.set()
+
+    # -- SIGHUP ------------------------------------------------------------------------
+
+    async def reload(self) -> bool:
+        """Re-read the settings file and apply what changed in ``[mcpl.servers]``.
+
+        Returns False, having changed nothing, when the file no longer validates.
+        """
+        async with self._reload_lock:
+            path = self.kernel.loaded.path
+            try:
+                loaded = reload_settings(self.kernel.loaded)
+            except SettingsError as exc:
+                logger.error(
+                    "reload: {} was not applied, nothing changed: {}", path, "; ".join(exc.problems)
+                )
+                return False
+            logger.info("reload: applying {}", path)
+            old = self.kernel.loaded.settings.model_dump(exclude={"mcpl": {"servers"}})
+            if loaded.settings.model_dump(exclude={"mcpl": {"servers"}}) != old:
+                logger.warning(
+                    "reload: only [mcpl.servers] changes apply without a restart; "
+                    "the rest of {} takes effect when agentcore serve restarts",
+                    path,
+                )
+            try:
+                await self.apply(loaded.settings.mcpl.servers)
+            finally:
+                self._membership.set()
+            return True
+
+    async def apply(self, servers: dict[str, McplServerSettings]) -> None:
+        """Bring the running servers in line with `servers` (see the module docstring)."""
+        old, self._configs = self._configs, dict(servers)
+        work: list[Awaitable[Any]] = []
+        for name in old.keys() - servers.keys():
+            logger.info("reload: mcpl server {} was removed from the settings", name)
+            work.append(self._stop_one(name, "the server was removed from the host's settings"))
+        for name, config in servers.items():
+            before = old.get(name)
+            if before is None:
+                logger.info("reload: mcpl server {} was added to the settings", name)
+                work.append(self._start_one(name, config))
+            elif before.model_dump(exclude=POLICY_FIELDS) != config.model_dump(
+                exclude=POLICY_FIELDS
+            ):
+                logger.info("reload: mcpl server {}: its connection settings changed", name)
+                work.append(self._restart_one(name, config))
+            elif before.model_dump(include=POLICY_FIELDS) != config.model_dump(
+                include=POLICY_FIELDS
+            ):
+                connection = self.connections.get(name)
+                if connection is not None:
+                    work.append(
+                        connection.update_policy(config.grant, config.disabled_feature_sets)
+                    )
+        # Each policy update takes away what it takes away in its first step (§6.7),
+        # before any of them awaits the server.
+        await asyncio.gather(*work)
+
+    async def _stop_one(self, name: str, reason: str) -> None:
+        connection = self.connections.pop(name, None)
+        if connection is not None:
+            await connection.close(reason)
+        self._membership.set()
+
+    async def _restart_one(self, name: str, config: McplServerSettings) -> None:
+        await self._stop_one(name, "the server's settings changed; it is being restarted")
+        await self._start_one(name, config)
+
+    # -- ending ------------------------------------------------------------------------
 
     async def wait_all_closed(self) -> None:
-        await asyncio.gather(*(c.wait_closed() for c in self.connections.values()))
+        """Return once every connection has closed, servers a reload adds included."""
+        while True:
+            self._membership.clear()
+            open_ = [c for c in self.connections.values() if not c.closed.is_set()]
+            if not open_ and not self._reload_lock.locked():
+                return
+            everyone: asyncio.Future[Any] = asyncio.gather(*(c.wait_closed() for c in open_))
+            changed = asyncio.ensure_future(self._membership.wait())
+            try:
+                await asyncio.wait({everyone, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                everyone.cancel()
+                changed.cancel()
+                await asyncio.gather(everyone, changed, return_exceptions=True)
 
     async def close(self, reason: str = SHUTDOWN_MESSAGE) -> None:
         self.kernel.stopping.set()
@@ -126,13 +237,16 @@ async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
     Returns the exit code: 0, or 1 when servers are configured and none of them could start.
 
     A signal is honoured at any point, also while servers are still starting: those
-    not yet ready are given up, and the rest are closed as usual.
+    not yet ready are given up, and the rest are closed as usual. SIGHUP re-reads the
+    settings (`McplHost.reload`) once every server has started, one reload at a time.
     """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     host = McplHost(kernel)
+    reloads = Reloads(host, stop)
+    loop.add_signal_handler(signal.SIGHUP, reloads.signalled)
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await kernel.start()
@@ -160,6 +274,7 @@ async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
             if not host.connections:
                 logger.warning("no MCPL server is configured; the host has nothing to serve")
             settle_garbage_collector()
+            reloads.serving()
             gone = asyncio.ensure_future(host.wait_all_closed())
             await asyncio.wait({stopped, gone}, return_when=asyncio.FIRST_COMPLETED)
             gone.cancel()
@@ -170,7 +285,45 @@ async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
         await host.close()
     finally:
         stopped.cancel()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
+        await reloads.stop()
         await kernel.stop()
     return 0
+
+
+class Reloads:
+    """SIGHUP for `run_host`: a reload per signal, in order, once the host is serving (a
+    signal that comes while the servers start is applied when they have)."""
+
+    def __init__(self, host: McplHost, stop: asyncio.Event) -> None:
+        self._host = host
+        self._stop = stop
+        self._waiting = 0
+        self._serving = False
+        self._tasks: set[asyncio.Task[bool]] = set()
+
+    def signalled(self) -> None:
+        if self._stop.is_set():
+            return
+        logger.info("SIGHUP: re-reading the settings")
+        if not self._serving:
+            self._waiting += 1
+            return
+        self._spawn()
+
+    def serving(self) -> None:
+        self._serving = True
+        if self._waiting:  # one reload reads the file as it is now, however many signals
+            self._spawn()
+        self._waiting = 0
+
+    def _spawn(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._host.reload(), name="mcpl-reload")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -49,7 +49,8 @@ class ServerHandle(Protocol):
 
     @property
     def grant(self) -> frozenset[str]:
-        """The effective capabilities sent in `featureSets/update`."""
+        """The effective capabilities in force (§6.7: a narrowing at once, a widening
+        only after the server's receipt)."""
         ...
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
@@ -70,3 +71,42 @@ class McplRequest:
     `notifications/cancelled` (MCP's base protocol). Set just before the handler's task
     is cancelled, so a handler that catches the `CancelledError` can tell why; the
     request then gets no answer. Only `inference/request` can be cancelled."""
+
+
+@dataclass(frozen=True, slots=True)
+class PushEvent:
+    """A `push/event` (SPEC §9) that passed the grant and feature-set checks: what
+    `on_push_event` decides about. Fields are §9.2's, already checked for type."""
+
+    server: ServerHandle
+    feature_set: str
+    event_id: str
+    timestamp: str
+    payload: dict[str, Any]
+    """Its `content` is a list of §10.3 content blocks for the model to interpret."""
+    origin: dict[str, Any] | None = None
+    tags: tuple[str, ...] = ()
+    """§16: descriptive claims the host may route attention on, never authority."""
+
+
+@dataclass(frozen=True, slots=True)
+class PushAnswer:
+    """What a plugin answering `on_push_event` returns; sent as §9.3's result.
+
+    `inference_id` names the inference the event triggered; `reason` says why an event
+    was not accepted (§9.3 wants one then; the host supplies one if the plugin did not).
+    """
+
+    accepted: bool
+    inference_id: str | None = None
+    reason: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"accepted": self.accepted}
+        if self.inference_id is not None:
+            result["inferenceId"] = self.inference_id
+        if not self.accepted:
+            result["reason"] = self.reason or "the host declined the event"
+        elif self.reason is not None:
+            result["reason"] = self.reason
+        return result

@@ -20,6 +20,10 @@ def _echo(name: str, config: ProviderSettings, inference: InferenceSettings) -> 
 
 
 def _anthropic(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    if config.tool_mode == "xml":
+        from agentcore.providers.anthropic_xml import AnthropicXmlProvider
+
+        return AnthropicXmlProvider(name, config, inference)
     from agentcore.providers.anthropic import AnthropicProvider
 
     return AnthropicProvider(name, config, inference)

@@ -7,10 +7,8 @@ and signature deltas, ``tool_use`` with ``input_json_delta``), ``message_delta``
 mid-stream fails the call with the kind its ``error.type`` names. Whole calls
 read the JSON message. Thinking and tool input are streamed as invisible tokens.
 
-Two seams for a later XML tool mode: `AnthropicWire.format` builds the request body
-(tools described in the system prompt instead of ``tools``), and a translator's
-`text_parser` reads the text deltas (tool calls written as XML in the text).
-Neither is used by the native mode, which costs the hot path one ``is None`` test.
+XML tool mode (``tool_mode = "xml"``) is this wire with a request of its own and a
+translator that reads the text as markup: `agentcore.providers.anthropic_xml`.
 
 The text delta is the hot path: it is handled inline, before any other dispatch,
 with one JSON decode and a few dict lookups per event.
@@ -18,9 +16,8 @@ with one JSON decode and a few dict lookups per event.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any
 
 from agentcore.inference import (
     Message,
@@ -42,7 +39,6 @@ from agentcore.providers.errors import MID_STREAM, error_from_payload
 from agentcore.providers.sse import EventTuple
 from agentcore.providers.wire import (
     HttpCall,
-    TextParser,
     Translator,
     Wire,
     fast_loads,
@@ -134,9 +130,6 @@ def _message(message: Message) -> dict[str, Any]:
 class AnthropicWire(Wire):
     """The Messages API for one provider: its key in ``x-api-key``, the API version pinned."""
 
-    format: ClassVar[Callable[..., dict[str, Any]]] = staticmethod(request_body)
-    """Request -> body; XML tool mode puts its own here."""
-
     def __init__(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> None:
         self.name = name
         self.unknown_stop = inference.unknown_stop
@@ -147,7 +140,7 @@ class AnthropicWire(Wire):
             self.headers["x-api-key"] = key
 
     def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
-        return HttpCall(PATH, self.format(request, model, stream=stream))
+        return HttpCall(PATH, request_body(request, model, stream=stream))
 
     def translator(self, request: Request, model: str) -> AnthropicTranslator:
         return AnthropicTranslator(self.name, model, self.unknown_stop)
@@ -156,17 +149,15 @@ class AnthropicWire(Wire):
 class AnthropicTranslator(Translator):
     """One Messages API reply, streamed or whole."""
 
-    __slots__ = ("stop_reason", "stop_sequence", "text_parser")
+    __slots__ = ("stop_reason", "stop_sequence")
 
     def __init__(
         self,
         provider: str,
         model: str,
         unknown_stop: str = "error",
-        text_parser: TextParser | None = None,
     ) -> None:
         super().__init__(provider, model, unknown_stop)
-        self.text_parser = text_parser
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None
 
@@ -187,11 +178,8 @@ class AnthropicTranslator(Translator):
                 block = blocks[obj.get("index", 0)]
                 if dtype == "text_delta":
                     text = delta["text"]
-                    if self.text_parser is None:
-                        block.parts.append(text)
-                        out.append(Token(text, "text", block.index, True))
-                    else:
-                        self.text_parser.feed(self.blocks, block, text, out)
+                    block.parts.append(text)
+                    out.append(Token(text, "text", block.index, True))
                 elif dtype == "thinking_delta":
                     self.blocks.add(out, block, delta["thinking"])
                 elif dtype == "input_json_delta":

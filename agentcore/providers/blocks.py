@@ -9,7 +9,7 @@ out in index order whatever order the pieces arrived in.
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any
 
 from agentcore.inference import (
     BlockStart,
@@ -23,7 +23,7 @@ from agentcore.inference import (
     ToolUseBlock,
 )
 
-__all__ = ["Block", "Blocks", "TextParser", "json_object"]
+__all__ = ["Block", "Blocks", "json_object"]
 
 
 class Block:
@@ -100,13 +100,6 @@ class Blocks:
         return [
             self.by_index[i].build() for i in sorted(self.by_index) if not self.by_index[i].ignored
         ]
-
-
-class TextParser(Protocol):
-    """Reads a text block's deltas for what the model wrote in a syntax of its own (a later
-    XML tool mode: tool calls as XML in the text), appending the events they make."""
-
-    def feed(self, blocks: Blocks, block: Block, text: str, out: list[StreamEvent]) -> None: ...
 
 
 def json_object(raw: str) -> dict[str, Any]:

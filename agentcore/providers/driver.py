@@ -172,7 +172,9 @@ class HTTPProvider:
                     for event in feed(decode(chunk)):
                         yield event
                 else:
-                    if not translator.failed:  # drained, the connection goes back to the pool
+                    if translator.cut_short:  # the provider writes on: stop it now
+                        response.close()
+                    elif not translator.failed:  # drained, the connection goes back to the pool
                         while await read():
                             pass
             except _TRANSPORT_ERRORS as exc:

@@ -61,7 +61,7 @@ from agentcore.inference import (
     UsageUpdate,
 )
 from agentcore.providers.base import normalize_stop
-from agentcore.providers.blocks import Block, Blocks, TextParser, json_object
+from agentcore.providers.blocks import Block, Blocks, json_object
 from agentcore.providers.sse import EventTuple
 from agentcore.redaction import excerpt, register_secret
 from agentcore.settings import ProviderSettings
@@ -70,7 +70,6 @@ __all__ = [
     "Block",
     "Blocks",
     "HttpCall",
-    "TextParser",
     "Translator",
     "Wire",
     "fast_loads",
@@ -117,6 +116,7 @@ class Translator:
 
     __slots__ = (
         "blocks",
+        "cut_short",
         "done",
         "failed",
         "finished",
@@ -139,6 +139,9 @@ class Translator:
         """The stop reason came: the reply is whole even if the body is cut from here on."""
         self.done = False
         """Nothing more needs reading: the driver stops feeding (and drains the body)."""
+        self.cut_short = False
+        """The reply is whole but the provider is still writing (XML tool mode read a call):
+        the driver closes the connection instead of draining it."""
         self.failed = False
 
     # -- what a wire implements ---------------------------------------------------------
@@ -175,15 +178,20 @@ class Translator:
             return []
         if not self.finished:
             return [self.fail(cut or self.no_terminal())]
+        out: list[StreamEvent] = []
         try:
-            stop = self.stop()
+            stop = self.closing_stop(out)
         except InferenceError as error:
             return [self.fail(error)]
         self.done = True
-        out: list[StreamEvent] = []
         self.blocks.close(out)
         out.append(Complete(self.response(self.blocks.content(), stop)))
         return out
+
+    def closing_stop(self, out: list[StreamEvent]) -> StopInfo:
+        """`stop`, for a wire that holds text back until the end (XML tool mode): its last
+        events go to `out` before the blocks close."""
+        return self.stop()
 
     def reply(self, data: Any) -> Response:
         """`whole`, with a body of a shape the wire does not document raised as typed."""

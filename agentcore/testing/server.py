@@ -166,7 +166,7 @@ class LoopbackServer:
 
     def settings_toml(
         self,
-        providers: Mapping[str, str] | None = None,
+        providers: Mapping[str, str | Mapping[str, Any]] | None = None,
         *,
         inference: Mapping[str, Any] | None = None,
         sections: Mapping[str, Mapping[str, Any]] | None = None,
@@ -178,17 +178,19 @@ class LoopbackServer:
         `DEFAULT_PROVIDERS`), each pointed at this server (at ``/p/NAME`` when
         `per_provider_urls`, so `script(..., provider=NAME)` reaches it) and sending
         `headers`, plus ``[inference]`` and any other `sections`
-        (``{"retry": {"max_attempts": 2}}``)."""
+        (``{"retry": {"max_attempts": 2}}``). A provider given as a table, not a kind,
+        keeps its other keys: ``{"x": {"kind": "anthropic", "tool_mode": "xml"}}``."""
         out: dict[str, Any] = {}
-        out["providers"] = {
-            name: {
-                "kind": kind,
+        out["providers"] = {}
+        for name, given in (providers or DEFAULT_PROVIDERS).items():
+            options = {"kind": given} if isinstance(given, str) else dict(given)
+            kind = options["kind"]
+            out["providers"][name] = {
                 "base_url": self.base_url(kind, name if per_provider_urls else None),
                 "api_key_env": key_env,
                 **({"headers": dict(headers)} if headers else {}),
+                **options,
             }
-            for name, kind in (providers or DEFAULT_PROVIDERS).items()
-        }
         if inference:
             out["inference"] = dict(inference)
         for name, values in (sections or {}).items():

@@ -5,7 +5,7 @@ and the scriptable MCPL server over a real stdio subprocess or a real WebSocket.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,19 @@ from e2e_support import Hub, ServerScript, TraceCapture, make_hub  # noqa: E402
 from agentcore.kernel import Kernel  # noqa: E402
 from agentcore.mcpl.host import McplHost  # noqa: E402
 from agentcore.testing import LoopbackServer  # noqa: E402
+
+
+@pytest.fixture
+def log_lines() -> Iterator[list[str]]:
+    """Every message logged (loguru) during the test."""
+    from loguru import logger
+
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(m.record["message"]), level="DEBUG")
+    try:
+        yield lines
+    finally:
+        logger.remove(sink)
 
 
 @pytest.fixture(params=["stdio", "ws"])

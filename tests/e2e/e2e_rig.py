@@ -15,8 +15,21 @@ from agentcore.kernel import Kernel
 from agentcore.mcpl.host import McplHost
 from agentcore.testing import LoopbackServer
 
-PROVIDERS = {"a": "anthropic", "o": "openai", "r": "openai-responses", "g": "gemini"}
-MODELS = {"a": "a:claude-e2e", "o": "o:gpt-e2e", "r": "r:gpt-responses-e2e", "g": "g:gemini-e2e"}
+# x: the anthropic wire in XML tool mode.
+PROVIDERS: dict[str, Any] = {
+    "a": "anthropic",
+    "o": "openai",
+    "r": "openai-responses",
+    "g": "gemini",
+    "x": {"kind": "anthropic", "tool_mode": "xml"},
+}
+MODELS = {
+    "a": "a:claude-e2e",
+    "o": "o:gpt-e2e",
+    "r": "r:gpt-responses-e2e",
+    "g": "g:gemini-e2e",
+    "x": "x:claude-xml-e2e",
+}
 ROUTING: dict[str, Any] = {
     "default": MODELS["a"],
     "by_feature": {f"fs.{name}": model for name, model in MODELS.items()},

@@ -51,6 +51,10 @@ MANIFEST: dict[str, Any] = {
         "fs.o": {"description": "routed to the openai wire", "uses": STREAMING_USES},
         "fs.r": {"description": "routed to the openai-responses wire", "uses": STREAMING_USES},
         "fs.g": {"description": "routed to the gemini wire", "uses": STREAMING_USES},
+        "fs.x": {
+            "description": "routed to the anthropic wire, XML tool mode",
+            "uses": STREAMING_USES,
+        },
         "fs.off": {"description": "disabled by the host's settings", "uses": STREAMING_USES},
         "fs.unrouted": {"description": "no routing rule names it", "uses": STREAMING_USES},
         "fs.plain": {"description": "whole requests only", "uses": ["inferenceRequest"]},
@@ -76,9 +80,16 @@ class ServerScript:
     manifest: dict[str, Any] = field(default_factory=lambda: json.loads(json.dumps(MANIFEST)))
     receipt: dict[str, Any] = field(default_factory=lambda: dict(RECEIPT))
     before_receipt: PolicyStep | None = None
-    """Run on `featureSets/update`, before the receipt is sent."""
+    """Run on `featureSets/update` (every one, live policy changes too), before the receipt
+    is sent."""
+    receipt_error: dict[str, Any] | None = None
+    """Answer `featureSets/update` with this error object instead of the receipt."""
     answer_initialize: bool = True
     """False: never answer `initialize` (a server stuck at start-up)."""
+    manifest_result: Any = None
+    """What `mcpl/manifest` returns (§17.4); None: the current `manifest`."""
+    before_manifest: Callable[[ServerSession], Awaitable[None]] | None = None
+    """Run on `mcpl/manifest`, before it is answered."""
 
 
 @dataclass
@@ -261,6 +272,8 @@ class ServerSession:
         elif method == "featureSets/update":
             self.policy = params
             self._spawn(self._receipt(rid, params))
+        elif method == "mcpl/manifest":
+            self._spawn(self._manifest(rid))
         elif method == "ping":
             self._spawn(self._respond(rid, {}))
         else:
@@ -278,8 +291,31 @@ class ServerSession:
     async def _receipt(self, rid: Any, params: dict[str, Any]) -> None:
         if self.script.before_receipt is not None:
             await self.script.before_receipt(self, params)
+        if self.script.receipt_error is not None:
+            await self.send({"jsonrpc": "2.0", "id": rid, "error": self.script.receipt_error})
+            return
         await self._respond(rid, self.script.receipt)
         self.ready.set()
+
+    async def _manifest(self, rid: Any) -> None:
+        if self.script.before_manifest is not None:
+            await self.script.before_manifest(self)
+        result = self.script.manifest_result
+        await self._respond(rid, self.script.manifest if result is None else result)
+
+    def requests_of(self, method: str) -> list[dict[str, Any]]:
+        """The params of every request the host sent with this method, in order."""
+        return [
+            r.message.get("params") or {}
+            for r in self.received
+            if r.message.get("method") == method and "id" in r.message
+        ]
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
 
 
 # -- channels and hubs ---------------------------------------------------------
@@ -536,3 +572,38 @@ def env(**values: str) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+# -- live changes ---------------------------------------------------------------------
+
+
+def rewrite_settings(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Edit a settings file in place, as an operator would before sending SIGHUP."""
+    import tomllib
+
+    from agentcore.testing.server import to_toml
+
+    data = tomllib.loads(path.read_text())
+    change(data)
+    path.write_text(to_toml(data))
+
+
+def hold_policy_updates(session: ServerSession) -> asyncio.Event:
+    """From now on the server answers each `featureSets/update` only once the returned
+    event is set (the initial exchange, already over, is not held)."""
+    release = asyncio.Event()
+
+    async def hold(_: ServerSession, __: dict[str, Any]) -> None:
+        await release.wait()
+
+    session.script.before_receipt = hold
+    return release
+
+
+async def until(condition: Callable[[], object], timeout: float = TIMEOUT_S) -> None:
+    """Wait until `condition()` is true (polled); AssertionError after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout} s: {condition}")
+        await asyncio.sleep(0.005)

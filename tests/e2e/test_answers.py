@@ -15,19 +15,26 @@ mcpl-router) and the loopback provider, and asserts
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
-from collections.abc import AsyncGenerator, Sequence
+import signal
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_rig import MODELS, RigFactory
+from e2e_rig import INFERENCE, MODELS, PROVIDERS, RETRY, RigFactory, settings_sections
+from e2e_support import AGENTCORE, TIMEOUT_S, Hub, finish, serve
 
 from agentcore import hookimpl
 from agentcore.inference import TERMINAL_TYPES, Complete, Request, StreamEvent, UsageUpdate
 from agentcore.kernel import Kernel
-from agentcore.testing import Scenario
+from agentcore.providers.xml_parser import PREFIX
+from agentcore.testing import LoopbackServer, Scenario
 
 # Provider names: a = anthropic, o = openai (chat completions), r = openai-responses, g = gemini.
 WIRES = ("a", "o", "r", "g")
@@ -83,6 +90,8 @@ class Case:
     error: str | re.Pattern[str] | None = None
     inference: dict[str, Any] = field(default_factory=dict)
     plugins: dict[str, object] = field(default_factory=dict)
+    cut_short: bool = False
+    """The host closed the provider call while the provider was still writing."""
 
     @property
     def id(self) -> str:
@@ -109,14 +118,21 @@ class DropTerminal:
         return None
 
 
+def expand(row: str, wires: Sequence[str], modes: Sequence[bool], **kw: Any) -> list[Case]:
+    """One case per wire and mode; a callable value is called with (wire, stream)."""
+    out: list[Case] = []
+    for wire in wires:
+        for stream in modes:
+            values = {k: (v(wire, stream) if callable(v) else v) for k, v in kw.items()}
+            out.append(Case(row, wire, stream, **values))
+    return out
+
+
 def cases() -> list[Case]:
     out: list[Case] = []
 
     def add(row: str, wires: Sequence[str], modes: Sequence[bool], **kw: Any) -> None:
-        for wire in wires:
-            for stream in modes:
-                values = {k: (v(wire, stream) if callable(v) else v) for k, v in kw.items()}
-                out.append(Case(row, wire, stream, **values))
+        out.extend(expand(row, wires, modes, **kw))
 
     both = (True, False)
     streamed = (True,)
@@ -405,7 +421,260 @@ def cases() -> list[Case]:
     return out
 
 
-CASES = cases()
+# -- XML tool mode (provider x): the reference's XML list ---------------------------------
+
+XML = ("x",)
+XML_TOOL = "The model called a tool (search_notes), and inference/request offers none"
+XML_MARKUP = "The model wrote tool-call markup, and inference/request offers no tools"
+XML_OPEN = (
+    "The model's output ended with a tool-call block still open, "
+    "and inference/request offers no tools"
+)
+# The Anthropic wire has no bare finish_reason "error": a stop token "error" is one no
+# adapter maps, answered as such.
+XML_ERROR_STOP = (
+    "The provider ended the inference with stop token 'error', "
+    "which agentcore has no stop reason for"
+)
+CALL_BLOCK = (
+    '\n<function_calls>\n<invoke name="search_notes">\n'
+    '<parameter name="query">tides</parameter>\n</invoke>\n'
+)
+
+
+def said(*chunks: str, stop: str = "end_turn", **options: Any) -> Scenario:
+    """The model's text in exactly these deltas (a whole reply carries it in one piece);
+    the first starts with the space a model writes after the open turn's ``Assistant:``."""
+    return Scenario.text("".join(chunks), chunks=chunks, stop=stop, model=SERVED, **options)
+
+
+def prefixed(markup: str) -> str:
+    """The markup with its tags in the ``antml:`` form, which no stop sequence matches."""
+    for name in ("function_calls", "invoke", "parameter"):
+        markup = markup.replace(f"<{name}", f"<{PREFIX}{name}")
+        markup = markup.replace(f"</{name}", f"</{PREFIX}{name}")
+    return markup
+
+
+def xml_cases() -> list[Case]:
+    both = (True, False)
+    summary = said(" A summ", "ary of the notes.", input_tokens=9, output_tokens=6)
+    out = expand(
+        "xml_end_turn",
+        XML,
+        both,
+        scenarios=(summary,),
+        calls=1,
+        chunks=("A summ", "ary of the notes."),
+        result=result("A summary of the notes.", "end_turn", 9, 6),
+    )
+    out += expand(
+        "xml_max_tokens",
+        XML,
+        both,
+        scenarios=(said(" A summ", "ary of", stop="max_tokens", output_tokens=64),),
+        calls=1,
+        chunks=("A summ", "ary of"),
+        result=result("A summary of", "max_tokens", 12, 64),
+    )
+    out += expand(
+        "xml_stop_sequence",
+        XML,
+        both,
+        scenarios=(
+            said(" A summ", "ary.", stop="stop_sequence", sequence="\nUser:", output_tokens=3),
+        ),
+        calls=1,
+        chunks=("A summ", "ary."),
+        result=result("A summary.", "stop_sequence", 12, 3),
+    )
+    out += expand(
+        "xml_provider_error_partway",
+        XML,
+        (True,),
+        scenarios=(Scenario.stream_error(" A summ", chunks=(" A summ",)), summary),
+        calls=1,
+        chunks=("A summ",),
+        error="The provider reported an error mid-stream: Overloaded",
+    )
+    out += expand(
+        "xml_provider_error",
+        XML,
+        (False,),
+        scenarios=(Scenario.stream_error(" A summ"), Scenario.stream_error(" A summ")),
+        calls=2,
+        error="The provider answered HTTP 529: Overloaded",
+    )
+    out += expand(
+        "xml_timeout_partway",
+        XML,
+        (True,),
+        scenarios=(Scenario.stall(" A summ", chunks=(" A summ",)), summary),
+        calls=1,
+        chunks=("A summ",),
+        error=PROGRESS,
+    )
+    out += expand(
+        "xml_timeout",
+        XML,
+        (False,),
+        scenarios=(Scenario.stall(), Scenario.stall()),
+        calls=2,
+        error="The attempt took longer than 0.3 s ([inference] request_timeout_s)",
+        inference={"request_timeout_s": 0.3},
+    )
+    out += expand(
+        "xml_refusal",
+        XML,
+        both,
+        scenarios=(said(" I can't", " help with that.", stop="refusal"),),
+        calls=1,
+        chunks=("I can't", " help with that."),
+        error=REFUSED,
+    )
+    out += expand(
+        "xml_error_stop",
+        XML,
+        both,
+        scenarios=(said(" A summ", raw_stop="error"),),
+        calls=1,
+        chunks=("A summ",),
+        error=XML_ERROR_STOP,
+    )
+    # The provider stops at </function_calls> and does not echo it: the block closes there.
+    out += expand(
+        "xml_tool_call",
+        XML,
+        both,
+        scenarios=(
+            said(
+                " Let me look.",
+                CALL_BLOCK[:10],
+                CALL_BLOCK[10:],
+                stop="stop_sequence",
+                sequence="</function_calls>",
+            ),
+        ),
+        calls=1,
+        chunks=("Let me look.", "\n"),
+        error=XML_TOOL,
+    )
+    # The model closes the block itself, in the prefixed form no stop sequence matches, and
+    # writes on (results it made up), then the provider stalls: the host reads the call,
+    # closes the provider call at once, and answers.
+    written_close = prefixed(CALL_BLOCK + "</function_calls>")
+    out += expand(
+        "xml_tool_call_provider_writes_on",
+        XML,
+        (True,),
+        scenarios=(
+            Scenario.stall(
+                "",
+                chunks=(" Let me look.", written_close, "\n<function_results>sunny"),
+                model=SERVED,
+            ),
+        ),
+        calls=1,
+        chunks=("Let me look.", "\n"),
+        error=XML_TOOL,
+        cut_short=True,
+    )
+    out += expand(
+        "xml_tool_call_provider_writes_on",
+        XML,
+        (False,),
+        scenarios=(said(" Let me look.", written_close, "\n<function_results>made up"),),
+        calls=1,
+        error=XML_TOOL,
+    )
+    out += expand(
+        "xml_tool_call_cut_at_max_tokens",
+        XML,
+        both,
+        scenarios=(said(" On it.", CALL_BLOCK[:60], stop="max_tokens"),),
+        calls=1,
+        chunks=("On it.", "\n"),
+        error=XML_OPEN,
+    )
+    out += expand(
+        "xml_empty_block",
+        XML,
+        both,
+        scenarios=(
+            said(
+                " Hmm.",
+                "\n<function_calls>\n",
+                stop="stop_sequence",
+                sequence="</function_calls>",
+            ),
+        ),
+        calls=1,
+        chunks=("Hmm.", "\n"),
+        error=XML_MARKUP,
+    )
+    out += expand(
+        "xml_invoke_without_name",
+        XML,
+        both,
+        scenarios=(
+            said(
+                " Hmm.",
+                CALL_BLOCK.replace(' name="search_notes"', ""),
+                stop="stop_sequence",
+                sequence="</function_calls>",
+            ),
+        ),
+        calls=1,
+        chunks=("Hmm.", "\n"),
+        error=XML_MARKUP,
+    )
+    out += expand(
+        "xml_prose_names_function_calls",
+        XML,
+        both,
+        scenarios=(said(" To call a tool I write ", "<function_calls> and wait."),),
+        calls=1,
+        chunks=("To call a tool I write ",),
+        error=XML_OPEN,
+    )
+    out += expand(
+        "xml_thinking",
+        XML,
+        both,
+        scenarios=(
+            said(
+                " <thinking>Which memories",
+                " matter?</thinking>",
+                "They met twice.",
+                output_tokens=11,
+            ),
+        ),
+        calls=1,
+        chunks=("They met twice.",),
+        result=result("They met twice.", "end_turn", 12, 11),
+    )
+    out += expand(
+        "xml_thinking_cut_at_max_tokens",
+        XML,
+        both,
+        scenarios=(said(" Noted.", " <thinking>Which memo", stop="max_tokens", output_tokens=8),),
+        calls=1,
+        chunks=("Noted.", " "),
+        result=result("Noted. ", "max_tokens", 12, 8),
+    )
+    out += expand(
+        "xml_function_results_in_prose",
+        XML,
+        both,
+        scenarios=(said(" Results arrive in <function_", "results> blocks.", output_tokens=9),),
+        calls=1,
+        chunks=("Results arrive in ", "<function_results> blocks."),
+        result=result("Results arrive in <function_results> blocks.", "end_turn", 12, 9),
+    )
+    return out
+
+
+CASES = cases() + xml_cases()
 
 
 def params(wire: str, stream: bool) -> dict[str, Any]:
@@ -433,9 +702,21 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
     r.provider.script(*case.scenarios, provider=case.wire)
     rid = await r.server.request("inference/request", params(case.wire, case.stream))
     answer = await r.server.answer(rid)
+    assert answer.message.get("result", answer.message.get("error"))
+    await r.provider.wait_idle(connections=False)  # the provider saw every call end
+    check(case, rid, r.server.transcript(rid), r.traces.mcpl(rid), r.provider)
 
+
+def check(
+    case: Case,
+    rid: Any,
+    seen: list[tuple[Any, ...]],
+    traces: list[dict[str, Any]],
+    provider: LoopbackServer,
+) -> None:
+    """What reached the server for request `rid` (`seen`: its chunks and answer, in arrival
+    order), its ``mcpl:*`` traces, and what the provider was asked, against `case`."""
     # Chunks (streamed only), then the one answer.
-    seen = r.server.transcript(rid)
     chunks = case.chunks if case.stream else ()
     assert seen[:-1] == [("chunk", i, delta) for i, delta in enumerate(chunks)]
     kind, body = seen[-1]
@@ -447,10 +728,8 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
         "requestId": rid,
         "streamed": case.stream,
     }
-    traces = r.traces.mcpl(rid)
     if case.result is not None:
         assert (kind, body) == ("result", case.result)
-        assert answer.result == case.result
         assert traces == [
             start,
             {
@@ -486,14 +765,23 @@ async def test_answer(rig: RigFactory, case: Case) -> None:
 
     # The provider saw the request as asked, and as many calls as the case says:
     # a failure after a chunk is never retried, so its second scenario stays queued.
-    calls = r.provider.calls_to(provider=case.wire)
+    calls = provider.calls_to(provider=case.wire)
     assert len(calls) == case.calls, calls
-    assert r.provider.pending(case.wire) == len(case.scenarios) - case.calls
+    assert provider.pending(case.wire) == len(case.scenarios) - case.calls
     for call in calls:
         assert call.stream is case.stream
         assert call.model == MODELS[case.wire].split(":", 1)[1]
         assert asked(call.wire, call.body) == (MAX_TOKENS, 0.2)
         assert PROMPT in str(call.body) and "Be brief." in str(call.body)
+        if case.wire in XML:  # the prefill transcript, and XML tool mode's stop sequences
+            assert call.body["messages"] == [
+                {"role": "user", "content": [{"type": "text", "text": f"User: {PROMPT}"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Assistant:"}]},
+            ]
+            assert call.body["stop_sequences"] == ["</function_calls>", "\nUser:"]
+            assert "tools" not in call.body
+    if case.cut_short:  # the provider call was closed while the provider was still writing
+        assert calls[-1].disconnected
 
 
 def asked(wire: str, body: dict[str, Any]) -> tuple[Any, Any]:
@@ -505,6 +793,149 @@ def asked(wire: str, body: dict[str, Any]) -> tuple[Any, Any]:
         if name in body:
             return body[name], body["temperature"]
     raise AssertionError(f"no output limit in {body}")
+
+
+XML_CASES = [c for c in CASES if c.wire in XML]
+
+
+@pytest.mark.parametrize("transport", ["stdio"])
+async def test_xml_answers_through_serve(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    """The XML cases once more, through `agentcore serve` (a real subprocess) serving the
+    stdio server: one serve per set of [inference] settings, the traces from its file."""
+    groups: dict[str, list[Case]] = {}
+    for case in XML_CASES:
+        groups.setdefault(json.dumps(case.inference, sort_keys=True), []).append(case)
+    for n, group in enumerate(groups.values()):
+        traces = tmp_path / f"traces-{n}.jsonl"
+        settings = loopback_settings(
+            PROVIDERS,
+            name=f"serve-{n}.toml",
+            inference={**INFERENCE, **group[0].inference},
+            sections={
+                **settings_sections(hub, {"srv": hub.config("srv")}),
+                "traces": {"jsonl": str(traces)},
+            },
+        )
+        process = await serve(settings)
+        try:
+            session = await hub.next_session()
+            await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+            for case in group:
+                loopback_provider.reset()
+                loopback_provider.script(*case.scenarios, provider=case.wire)
+                rid = await session.request("inference/request", params(case.wire, case.stream))
+                await session.answer(rid)
+                await loopback_provider.wait_idle(connections=False)
+                written = [json.loads(line) for line in traces.read_text().splitlines()]
+                mcpl = [
+                    {k: v for k, v in e.items() if k != "timestamp"}
+                    for e in written
+                    if e["type"].startswith("mcpl:") and e.get("requestId") == rid
+                ]
+                check(case, rid, session.transcript(rid), mcpl, loopback_provider)
+            process.send_signal(signal.SIGTERM)
+            code, _, stderr = await finish(process)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        assert code == 0, stderr
+        assert session.unanswered_or_twice() == {}
+
+
+# What `agentcore infer` says for a failure (the kernel's error, as `describe` puts it);
+# for every other ending it says what the router says, naming itself as the caller.
+INFER_FAILURES = {
+    "xml_provider_error_partway": (
+        "the inference failed: overloaded: The provider reported an error mid-stream: Overloaded"
+    ),
+    "xml_provider_error": "the inference failed: overloaded 529: Overloaded",
+    "xml_error_stop": f"the inference failed: unknown: {XML_ERROR_STOP}",
+    "xml_timeout": (
+        "the inference failed: timeout: "
+        "The attempt took longer than 0.3 s ([inference] request_timeout_s)"
+    ),
+}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_xml_answers_through_infer(
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+    stream: bool,
+) -> None:
+    """The XML cases through `agentcore infer` (a real subprocess each, a few at a time,
+    each on a provider of its own): streamed, the chunks are what it prints; whole, the
+    result object it prints with ``--json``; a failure exits 1 saying why on stderr."""
+    cases = [c for c in XML_CASES if c.stream is stream]
+    names = [f"x{i}" for i in range(len(cases))]
+    settings = loopback_settings(
+        dict.fromkeys(names, PROVIDERS["x"]), inference=INFERENCE, sections={"retry": RETRY}
+    )
+    for name, case in zip(names, cases, strict=True):
+        loopback_provider.script(*case.scenarios, provider=name)
+    gate = asyncio.Semaphore(4)
+
+    async def infer(name: str, case: Case) -> tuple[int, str, str, list[dict[str, Any]]]:
+        traces = tmp_path / f"{name}.jsonl"
+        env = {
+            **os.environ,
+            "AGENTCORE_TRACES__JSONL": str(traces),
+            **{f"AGENTCORE_INFERENCE__{k.upper()}": str(v) for k, v in case.inference.items()},
+        }
+        args = ["--stream"] if stream else ["--no-stream", "--json"]
+        async with gate:
+            process = await asyncio.create_subprocess_exec(
+                AGENTCORE,
+                "infer",
+                "--settings",
+                str(settings),
+                "--model",
+                f"{name}:{MODELS['x'].split(':', 1)[1]}",
+                "--max-tokens",
+                str(MAX_TOKENS),
+                *args,
+                PROMPT,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+            )
+            out, err = await asyncio.wait_for(process.communicate(), 60)
+        written = [json.loads(line) for line in traces.read_text().splitlines()]
+        assert process.returncode is not None
+        return process.returncode, out.decode(), err.decode(), written
+
+    ran = await asyncio.gather(*(infer(n, c) for n, c in zip(names, cases, strict=True)))
+    await loopback_provider.wait_idle(connections=False)
+    for name, case, (code, out, err, traces) in zip(names, cases, ran, strict=True):
+        printed = "".join(case.chunks) + "\n" if stream and case.chunks else ""
+        ends = [t for t in traces if t["type"] in ("inference:complete", "inference:fail")]
+        assert len(ends) == 1, (case.id, traces)
+        if case.result is not None:
+            assert (code, err) == (0, ""), (case.id, err)
+            assert out == (printed if stream else json.dumps(case.result) + "\n"), case.id
+            assert ends[0]["type"] == "inference:complete", case.id
+            assert ends[0]["finishReason"] == case.result["finishReason"], case.id
+        else:
+            assert (code, out) == (1, printed), (case.id, out)
+            assert isinstance(case.error, str)
+            said = INFER_FAILURES.get(
+                case.row, case.error.replace("inference/request", "agentcore infer")
+            )
+            assert err.splitlines()[-1] == f"agentcore: {said}", (case.id, err)
+        calls = loopback_provider.calls_to(provider=name)
+        assert len(calls) == case.calls, case.id
+        assert all(c.body["stop_sequences"] == ["</function_calls>", "\nUser:"] for c in calls)
+        assert all(c.stream is stream for c in calls)
+        if case.cut_short:
+            assert calls[-1].disconnected, case.id
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -203,7 +203,8 @@ async def test_a_refused_policy_leaves_mcpl_disabled(connect: Connect) -> None:
     assert conn.state == "refused"
     answer = await call(conn, "inference/request", INFER)
     assert answer["error"]["data"]["reason"] == "policy_refused"
-    assert "inferenceRequest" in conn.grant  # testimony never changes the grant
+    # Testimony never widens (§6.7), and a policy activates only on an accepting receipt.
+    assert conn.grant == frozenset()
 
 
 async def test_a_refusal_asking_to_close_fails_start(connect: Connect) -> None:

@@ -7,7 +7,10 @@ Routing (``[mcpl.routing]``): ``overrides[conversationId]``, then
 The answer (DESIGN.md, "The MCPL router"): a result only for an inference that
 completed with a stop MCPL can name (``end_turn``, ``max_tokens``,
 ``stop_sequence``) and called no tool; -32603 with the cause for every other
-ending, streamed or not, each with an ``mcpl:inference_fail`` trace. A streamed
+ending, streamed or not, each with an ``mcpl:inference_fail`` trace. In XML tool
+mode that covers the model's tool-call markup too: a readable call, a block with
+no readable call, a block still open (`agentcore.inference.outcome`, the rule
+`agentcore infer` shares). A streamed
 request gets `inference/chunk` notifications of visible text only, ``index``
 from 0, all before the answer; an error after chunks carries no partial text.
 The kernel retries only before the first visible token, so never after a chunk.

@@ -1,0 +1,68 @@
+"""`agentcore mcpl digest [FILE]` as a user runs it: a real subprocess, from a file or stdin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+VECTORS: dict[str, Any] = json.loads(
+    (Path(__file__).parents[1] / "mcpl" / "fixtures" / "manifest-digest-vectors.json").read_text()
+)
+BY_NAME = {v["name"]: v for v in VECTORS["vectors"]}
+
+
+def digest(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentcore", "mcpl", "digest", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def test_digest_of_a_file(tmp_path: Path) -> None:
+    # The unicode vector, written as UTF-8 (not escaped), so the bytes on disk matter.
+    vector = BY_NAME["unicode-and-json-escapes"]
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps(vector["input"], ensure_ascii=False), encoding="utf-8")
+    done = digest(str(manifest))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == vector["digest"] + "\n"
+    assert done.stderr == b""
+
+
+def test_digest_of_stdin() -> None:
+    vector = BY_NAME["rfc-003-worked-example"]
+    done = digest(stdin=json.dumps(vector["input"]).encode())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip() == "sha256:_YZTS0h1tqTAMZI6eElCszSQE2WNx3xhAhmgUvNI9H4"
+
+
+def test_a_refused_manifest_exits_1_naming_the_identifier() -> None:
+    vector = BY_NAME["negative-solidus-in-feature-set-name"]
+    done = digest(stdin=json.dumps(vector["input"]).encode())
+    assert done.returncode == 1
+    assert done.stdout == b""
+    stderr = done.stderr.decode()
+    assert "identifier_charset" in stderr
+    assert "demo/messaging" in stderr
+
+
+@pytest.mark.parametrize(
+    ("stdin", "said"),
+    [
+        (b'{"version": ', "the input is not JSON"),
+        (b'{"version": NaN}', "NaN is not JSON"),
+        (b"[1, 2]", "manifest_not_object"),
+    ],
+)
+def test_input_that_is_not_a_manifest_exits_1_saying_why(stdin: bytes, said: str) -> None:
+    done = digest(stdin=stdin)
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert said in done.stderr.decode()

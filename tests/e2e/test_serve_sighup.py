@@ -1,0 +1,192 @@
+"""`agentcore serve` (a real subprocess) living with change, over stdio and WebSocket.
+
+On SIGHUP it re-reads its settings: a narrowed grant is refused as soon as the
+`featureSets/update` Request is out (before the server's receipt), a file that no longer
+validates changes nothing and the log says why, a widened grant is allowed once the
+server's receipt has come, and every change is traced as `mcpl:policy_change` in the JSONL
+file. And it follows a server's manifest change (§17) and answers its push events (§9)
+as a host without an event plugin does."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from e2e_rig import PROVIDERS, settings_sections
+from e2e_support import (
+    FULL_GRANT,
+    MANIFEST,
+    TIMEOUT_S,
+    Hub,
+    ServerScript,
+    finish,
+    hold_policy_updates,
+    rewrite_settings,
+    serve,
+    until,
+)
+
+from agentcore.mcpl.digest import manifest_digest
+from agentcore.testing import LoopbackServer
+
+DENIED = {
+    "code": -32002,
+    "message": "Capability denied: modelInfo",
+    "data": {"capability": "modelInfo"},
+}
+
+
+async def read_stderr_until(process: asyncio.subprocess.Process, text: str) -> str:
+    """Read the host's stderr until a line holds `text`; returns what was read."""
+    assert process.stderr is not None
+    lines: list[str] = []
+    async with asyncio.timeout(TIMEOUT_S):
+        while not lines or text not in lines[-1]:
+            line = await process.stderr.readline()
+            assert line, f"stderr ended before {text!r}: {''.join(lines)}"
+            lines.append(line.decode())
+    return "".join(lines)
+
+
+def grant(value: list[str]) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["mcpl"]["servers"]["srv"]["grant"] = value
+
+    return change
+
+
+async def test_serve_applies_a_changed_grant_on_sighup(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "traces.jsonl"
+    settings = loopback_settings(
+        PROVIDERS,
+        sections={
+            **settings_sections(hub, {"srv": hub.config("srv")}),
+            "traces": {"jsonl": str(log)},
+        },
+    )
+    process = await serve(settings)
+    try:
+        session = await hub.next_session()
+        await session.ready.wait()
+        assert (await session.call("model/info", {})).result["id"]
+        updates = session.requests_of
+
+        # Narrowing: refused from the Request on, while the receipt is still held.
+        release = hold_policy_updates(session)
+        rewrite_settings(settings, grant(["inferenceRequest", "inferenceRequest.streaming"]))
+        process.send_signal(signal.SIGHUP)
+        await until(lambda: len(updates("featureSets/update")) == 2)
+        assert (await session.call("model/info", {})).error == DENIED
+        release.set()
+
+        # A file that no longer validates: nothing changes, and stderr says why.
+        good = settings.read_text()
+        settings.write_text(good.replace("grant = [", 'grant = "all"\nx = ['))
+        process.send_signal(signal.SIGHUP)
+        early = await read_stderr_until(process, "was not applied, nothing changed")
+        settings.write_text(good)
+
+        # Widening: refused until the receipt, allowed after it.
+        release = hold_policy_updates(session)
+        rewrite_settings(settings, grant(FULL_GRANT))
+        process.send_signal(signal.SIGHUP)
+        await until(lambda: len(updates("featureSets/update")) == 3)
+        assert (await session.call("model/info", {})).error == DENIED
+        release.set()
+        await until(lambda: log.read_text().count("mcpl:policy_change") == 2)
+        assert (await session.call("model/info", {})).result["id"]
+
+        process.send_signal(signal.SIGTERM)
+        code, stdout, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert stdout == ""
+    stderr = early + stderr
+    assert "SIGHUP: re-reading the settings" in stderr
+    why = early.splitlines()[-1]
+    assert "mcpl.servers.srv.grant" in why, why
+    # Only two featureSets/update after the initial one: the invalid file sent none.
+    assert len(session.requests_of("featureSets/update")) == 3
+    changes = [
+        {k: t[k] for k in ("serverId", "added", "removed", "receipt")}
+        for t in map(json.loads, log.read_text().splitlines())
+        if t["type"] == "mcpl:policy_change"
+    ]
+    assert changes == [
+        {"serverId": "srv", "added": [], "removed": ["modelInfo"], "receipt": "pending"},
+        {"serverId": "srv", "added": ["modelInfo"], "removed": [], "receipt": "accepted"},
+    ]
+
+
+async def test_serve_follows_a_manifest_change_and_answers_push_events(
+    hub: Hub,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "traces.jsonl"
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["pushEvents"] = True
+    manifest["featureSets"]["fs.push"] = {"description": "events", "uses": ["pushEvents"]}
+    hub.scripts["srv"] = ServerScript(manifest=manifest)
+    settings = loopback_settings(
+        PROVIDERS,
+        sections={
+            **settings_sections(hub, {"srv": hub.config("srv", [*FULL_GRANT, "pushEvents"])}),
+            "traces": {"jsonl": str(log)},
+        },
+    )
+    process = await serve(settings)
+    try:
+        session = await hub.next_session()
+        await session.ready.wait()
+        push = {
+            "featureSet": "fs.push",
+            "eventId": "evt_1",
+            "timestamp": "2026-01-23T10:30:00Z",
+            "payload": {"content": [{"type": "text", "text": "hello"}]},
+        }
+        # serve has no plugin that acts on events: refused, with a reason.
+        answer = await session.call("push/event", push)
+        assert answer.result == {
+            "accepted": False,
+            "reason": "no plugin on this host acts on push events",
+        }
+        changed = copy.deepcopy(manifest)
+        del changed["featureSets"]["fs.push"]
+        changed["revision"] = manifest_digest(changed)
+        session.script.manifest = changed
+        await session.notify(
+            "mcpl/manifestChanged", {"revision": changed["revision"], "domains": ["featureSets"]}
+        )
+        await until(lambda: log.exists() and "mcpl:manifest_change" in log.read_text())
+        gone = await session.call("push/event", {**push, "eventId": "evt_2"})
+        assert gone.error["code"] == -32003
+        process.send_signal(signal.SIGTERM)
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    [receipt] = [
+        t
+        for t in map(json.loads, log.read_text().splitlines())
+        if t["type"] == "mcpl:manifest_change"
+    ]
+    assert receipt["impacts"] == [
+        {"impact": "feature-degraded", "disposition": "applied", "featureSet": "fs.push"}
+    ]
+    assert "manifest changed: domains featureSets" in stderr

@@ -165,6 +165,17 @@ def poll_s(at_most: float | None = None) -> float:
     return delay if at_most is None else max(0.0, min(delay, at_most))
 
 
+async def wait_for_change(changed: asyncio.Event, timeout: float, *stops: asyncio.Event) -> None:
+    """Sleep until `changed` (a `FleetStore.changed` event) or any of `stops` (the
+    kernel stopping) is set, or `timeout` passes: how a waiting policy sleeps."""
+    waits = [asyncio.ensure_future(event.wait()) for event in (changed, *stops)]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits:
+            task.cancel()
+
+
 def _seconds(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
@@ -214,4 +225,5 @@ __all__ = [
     "poll_s",
     "unavailable_error",
     "unavailable_fields",
+    "wait_for_change",
 ]

@@ -49,6 +49,7 @@ from agentcore.fleet import (
     poll_s,
     unavailable_error,
     unavailable_fields,
+    wait_for_change,
 )
 from agentcore.inference import InferenceError
 from agentcore.inference.calls import Attempt, Wait
@@ -257,15 +258,8 @@ class ProviderHold:
         return self._stopped.is_set() or (context is not None and context.stopping.is_set())
 
     async def _sleep(self, changed: asyncio.Event, timeout: float) -> None:
-        """Until the key changes, the kernel stops, or `timeout` passes."""
-        waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(self._stopped.wait())]
-        if self._context is not None:
-            waits.append(asyncio.ensure_future(self._context.stopping.wait()))
-        try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in waits:
-                task.cancel()
+        stops = [self._stopped] + ([self._context.stopping] if self._context else [])
+        await wait_for_change(changed, timeout, *stops)
 
     # -- outcomes ----------------------------------------------------------------
 

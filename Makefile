@@ -6,7 +6,7 @@ PLUGINS := $(sort $(wildcard plugins/*))
 STAMP := $(VENV)/.installed
 LINT_PATHS := $(wildcard agentcore plugins tests bench examples)
 
-.PHONY: install demo test lint typecheck pytest bench clean redis-server
+.PHONY: install demo test lint typecheck pytest bench clean chromium redis-server
 
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,25 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy agentcore $(foreach p,$(PLUGINS),$(p)/src)
 
+pytest: install chromium redis-server
+	CHROMIUM=$(CHROMIUM) $(VENV)/bin/pytest
+
+# Real services the tests need come from Debian's packages when the machine lacks them and
+# we are root; otherwise a clear message says what to install. Never a skip, never a fake.
+CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),/usr/bin/chromium)
+
+chromium:  # the console page test drives it (Playwright, pointed at this binary)
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium from Debian's packages (the console page test drives it)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+	  echo "make test needs Chromium at $(CHROMIUM) for the console page test:" \
+	    "install it (Debian/Ubuntu: sudo apt-get install chromium)," \
+	    "or name another binary with make test CHROMIUM=/path/to/chromium"; \
+	  exit 1; \
+	fi
+
 # The fleet tests run a real redis-server on loopback (the redis_server fixture starts one
 # on a free port per test session): Debian's package when it is missing and we are root.
 redis-server:
@@ -38,9 +57,6 @@ redis-server:
 	      "and run make test again" >&2; \
 	    exit 1; \
 	  fi; }
-
-pytest: install redis-server
-	$(VENV)/bin/pytest
 
 test: lint typecheck pytest
 

@@ -9,7 +9,7 @@ Plugins implement the hooks of `agentcore.hookspecs`, marked with `hookimpl`::
         print(event.to_json())
 """
 
-from agentcore.hookspecs import hookimpl
+from agentcore.markers import hookimpl
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "hookimpl"]

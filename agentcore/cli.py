@@ -1,4 +1,4 @@
-"""The `agentcore` command: serve, infer, plugins, settings, demo (DESIGN.md, "CLI").
+"""The `agentcore` command: serve, infer, plugins, settings, demo (docs/cli.md).
 
 Exit codes: 0 success; 1 the inference (or the host) failed; 2 the settings
 or plugins are unusable, or the command line is wrong; 130 interrupted.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 import time
 from contextlib import aclosing
@@ -71,13 +72,18 @@ def main() -> None:
 @main.command()
 @settings_option
 def plugins(settings_path: Path | None) -> None:
-    """Every plugin found, with its distribution, version and state."""
+    """Every plugin found, with its distribution, version, state and the provider kinds
+    it contributes."""
     kernel = load_kernel(settings_path, strict=False)
-    rows = [("NAME", "DISTRIBUTION", "VERSION", "STATE")]
-    rows += [(r.name, r.distribution, r.version, r.describe_state()) for r in kernel.records]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    rows = [("NAME", "DISTRIBUTION", "VERSION", "STATE", "KINDS")]
+    rows += [
+        (r.name, r.distribution, r.version, r.describe_state(), ",".join(r.kinds))
+        for r in kernel.records
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        say("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[3])
+        cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
+        say(("  ".join(cells) + "  " + row[4]).rstrip())
 
 
 @main.command("settings")
@@ -238,14 +244,40 @@ def infer(
     raise SystemExit(code)
 
 
+CONSOLE_LISTEN_ENV = "AGENTCORE_CONSOLE__LISTEN"
+"""``[console] listen`` as an override: how ``serve --console ADDR`` turns the page on."""
+
+
 @main.command()
 @settings_option
-def serve(settings_path: Path | None) -> None:
+@click.option(
+    "--console",
+    "console",
+    metavar="ADDR",
+    default=None,
+    help="Serve the console page at http://ADDR/ for this run (HOST:PORT; [console] listen).",
+)
+def serve(settings_path: Path | None, console: str | None) -> None:
     """The host: connect to every configured MCPL server and serve it until signalled."""
     from agentcore.mcpl.host import run_host
 
-    kernel = load_kernel(settings_path)
-    raise SystemExit(asyncio.run(run_host(kernel)))
+    if console is None:
+        kernel = load_kernel(settings_path)
+    else:
+        kernel = load_kernel(settings_path, environ={**os.environ, CONSOLE_LISTEN_ENV: console})
+        if not any(r.name == "console" and r.state == "active" for r in kernel.records):
+            say(
+                "agentcore: --console needs the console plugin (package agentcore-console), "
+                "which is not installed or is disabled",
+                err=True,
+            )
+            raise SystemExit(2)
+    try:
+        code = asyncio.run(run_host(kernel))
+    except PluginLoadError as exc:  # a plugin failed to start (a console with no token, say)
+        say(f"agentcore: {exc}", err=True)
+        code = 2
+    raise SystemExit(code)
 
 
 @main.group()

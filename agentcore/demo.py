@@ -135,6 +135,13 @@ async def run_demo() -> int:
             "(one refused with 429, one streamed).",
             highlight=False,
         )
+        console.print(
+            "\nTo watch a host live (holds counting down, waiting calls, MCPL servers and "
+            "their requests), serve it with the console and open the page:\n"
+            "  agentcore serve --settings deploy.toml --console 127.0.0.1:8765\n"
+            "  then http://127.0.0.1:8765/  (JSON state at /status)",
+            highlight=False,
+        )
         return 0
     console.print("[red]the server was not answered[/]")
     return 1

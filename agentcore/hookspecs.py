@@ -33,21 +33,18 @@ plugin wins.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from agentcore.markers import PROJECT, hookimpl, hookspec
 
 if TYPE_CHECKING:
     from agentcore.inference import InferenceError, StreamEvent
     from agentcore.inference.calls import Attempt, Decision, Wait
     from agentcore.mcpl.protocol import McplRequest, PushAnswer, PushEvent
     from agentcore.plugins import PluginContext, SettingsSection
+    from agentcore.providers import ProviderFactory
     from agentcore.traces import TraceEvent
-
-PROJECT = "agentcore"
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
-
 
 # -- lifecycle ---------------------------------------------------------------
 
@@ -64,8 +61,22 @@ def agentcore_settings() -> SettingsSection | None:
 
 
 @hookspec
+def agentcore_provider_kinds() -> Mapping[str, ProviderFactory] | None:
+    """Contribute provider kinds: kind name -> factory, ``factory(name, config, inference)``.
+
+    Called once per kernel, when it is loaded (a plain function: no loop runs yet),
+    on every active plugin. A deployment then names the kind in
+    ``[providers.NAME] kind``, and the factory makes that provider, with NAME, its
+    `ProviderSettings` and the kernel's ``[inference]`` section, when it is first used.
+    agentcore's own kinds come through this hook too, from its built-in plugin
+    ``providers``. Two plugins contributing one kind is an error naming both (the
+    later one fails to load), unless one replaces the other by name.
+    """
+
+
+@hookspec
 def agentcore_start(context: PluginContext) -> None:
-    """The kernel is starting: keep `context` (settings, trace emitter, the kernel).
+    """The kernel is starting: keep `context` (settings, traces, waits, inferences).
 
     Called once per plugin, in load order. An exception here is reported by the
     plugin's name and, unless ``[plugins] strict = false``, stops the host.

@@ -6,13 +6,14 @@ through `on_stream_event` to the consumer, and ends in exactly one terminal.
 A failed attempt is offered to `on_inference_error` — only while nothing
 visible has reached the consumer — which decides to retry after N seconds or
 give up; the kernel announces the backoff as a wait and sleeps, cancellably.
-Policy lives in plugins: without any, an inference is tried once.
+`complete()` and `stream()` are two consumers of that one loop. Policy lives in
+plugins, and so do the provider kinds: without any plugin but agentcore's own,
+an inference is tried once (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import math
 import os
@@ -41,19 +42,30 @@ from agentcore.inference import (
     Terminal,
     Token,
 )
-from agentcore.inference.calls import Attempt, GiveUp, Inference, Retry, Wait, WaitReason
+from agentcore.inference.calls import (
+    Attempt,
+    GiveUp,
+    Inference,
+    Retry,
+    Wait,
+    WaitReason,
+    split_model,
+)
 from agentcore.inference.errors import NO_RESULT_MESSAGE, cancelled, shutting_down
 from agentcore.inference.watchdog import Watchdog
 from agentcore.plugins import (
     PluginContext,
     PluginRecord,
     PluginState,
-    SettingsSection,
+    ProviderInfo,
+    default_sections,
     disabled_names,
     discover,
     instantiate,
+    read_kinds,
+    read_section,
 )
-from agentcore.providers import Provider, create_provider
+from agentcore.providers import KindClash, Provider, ProviderKinds
 from agentcore.redaction import redact_value
 from agentcore.settings import (
     LoadedSettings,
@@ -65,16 +77,6 @@ from agentcore.settings import (
     settings_path,
 )
 from agentcore.traces import TraceEvent
-
-DEFAULT_PLUGIN_SECTIONS = (
-    "retry",
-    "provider_hold",
-    "waiting_trace",
-    "mcpl.routing",
-    "rate_limit",
-)
-"""The default policies' sections (DESIGN.md's stable minimum): accepted, unread, when the
-plugin that reads one is disabled or not installed, so a settings file need not change."""
 
 STOP_GRACE_S = 5.0
 """How long `Kernel.stop()` waits for in-flight provider calls to end."""
@@ -93,30 +95,24 @@ class PluginLoadError(Exception):
         self.failed = failed
 
 
-def split_model(reference: str) -> tuple[str, str]:
-    name, sep, model = reference.partition(":")
-    if not sep or not name or not model:
-        raise InferenceError(
-            "invalid_request",
-            f"model reference {reference!r} is not of the form NAME:MODEL",
-            retryable=False,
-        )
-    return name, model
-
-
 class Kernel:
     """Loads settings and plugins, runs inferences, emits traces. Use `Kernel.load()`."""
 
-    def __init__(self, loaded: LoadedSettings, records: list[PluginRecord]) -> None:
+    def __init__(
+        self,
+        loaded: LoadedSettings,
+        records: list[PluginRecord],
+        pm: pluggy.PluginManager,
+        kinds: ProviderKinds,
+    ) -> None:
         self.loaded = loaded
         self.settings: Settings = loaded.settings
         self.records = records
+        self.kinds = kinds
+        """The provider kinds this kernel's plugins contribute."""
         self.stopping = asyncio.Event()
-        self._pm = plugin_manager()
-        for record in records:
-            if record.state == "active" and record.plugin is not None:
-                self._register(record)
-        self.hooks = Hooks(self._pm)
+        self._pm = pm
+        self.hooks = Hooks(pm)
         self._providers: dict[str, Provider] = {}
         self._watchdogs: set[Watchdog] = set()
         self._no_attempts = asyncio.Event()
@@ -132,29 +128,6 @@ class Kernel:
             self._fleet = open_store(self.settings.fleet)
         return self._fleet
 
-    def _register(self, record: PluginRecord) -> None:
-        try:
-            self._pm.register(record.plugin, name=record.name)
-        except Exception as exc:  # pluggy's validation of the hook implementations
-            record.state, record.error = "failed", f"{type(exc).__name__}: {exc}"
-            return
-        try:
-            self._pm.check_pending()  # a hookimpl whose name no spec has: a typo
-        except pluggy.PluginValidationError as exc:
-            self._pm.unregister(name=record.name)
-            record.state, record.error = "failed", f"unknown hook: {exc}"
-            return
-        wrappers = sorted(
-            caller.name
-            for caller in self._pm.get_hookcallers(record.plugin) or ()
-            for impl in caller.get_hookimpls()
-            if impl.plugin_name == record.name and (impl.hookwrapper or impl.wrapper)
-        )
-        if wrappers:
-            self._pm.unregister(name=record.name)
-            record.state = "failed"
-            record.error = f"hook wrappers are not supported ({', '.join(wrappers)})"
-
     # -- loading -----------------------------------------------------------------
 
     @classmethod
@@ -167,19 +140,22 @@ class Kernel:
         discover_plugins: bool = True,
         strict: bool | None = None,
     ) -> Kernel:
-        """Discover plugins, validate the settings with every plugin's section, build the kernel.
+        """Find the plugins, collect their provider kinds and settings sections, validate the
+        settings with them, build the kernel.
 
         `path` is `--settings PATH` (else `AGENTCORE_SETTINGS`, else defaults only).
         `plugins` registers extra plugins by name, as if found by entry point
         (tests and embedding hosts); a name found by discovery is replaced.
-        `strict` overrides ``[plugins] strict`` (`agentcore plugins` lists failures).
+        `discover_plugins=False` searches no entry points: only agentcore's own plugins
+        and `plugins` are loaded. `strict` overrides ``[plugins] strict``
+        (`agentcore plugins` lists failures).
         """
         environ = os.environ if environ is None else environ
         file = settings_path(path, environ)
         raw = read_toml(file) if file is not None else {}
         early = early_plugin_settings(raw, environ)  # the full validation below reports errors
         blocked = disabled_names(early.disabled, environ)
-        records = discover(blocked) if discover_plugins else []
+        records = discover(blocked, entry_points=discover_plugins)
         for name, obj in (plugins or {}).items():
             for record in records:
                 if record.name == name and record.state == "active":
@@ -191,19 +167,24 @@ class Kernel:
             state: PluginState = "disabled" if name in blocked else "active"
             plugin = instantiate(obj) if state == "active" else None
             records.append(PluginRecord(name, "(registered)", "", state, plugin=plugin))
+        pm = plugin_manager()
+        for record in records:
+            if record.state == "active" and record.plugin is not None:
+                _register(pm, record)  # validates the hook implementations
+        kinds = ProviderKinds()
         sections: dict[str, Any] = {}
         for record in records:
             if record.state == "active":
-                _read_section(record)
+                _declare(pm, record, kinds)
             if record.section is not None:
                 sections[record.section.path] = record.section.model
             elif record.state != "active":  # its section is accepted, not read
                 sections.setdefault(record.name.replace("-", "_"), None)
-        for path in DEFAULT_PLUGIN_SECTIONS:  # a deployment keeps them when it disables one
+        for path in default_sections():  # a deployment keeps them when it disables one
             if not any(p == path or p.startswith(path + ".") for p in sections):
                 sections[path] = None
-        loaded = load_settings(file, sections=sections, environ=environ)
-        kernel = cls(loaded, records)  # registering validates the hook implementations
+        loaded = load_settings(file, sections=sections, environ=environ, kinds=kinds)
+        kernel = cls(loaded, records, pm, kinds)
         failed = [r for r in records if r.state == "failed"]
         if failed and (loaded.settings.plugins.strict if strict is None else strict):
             raise PluginLoadError(failed)
@@ -222,10 +203,7 @@ class Kernel:
         for record in self.records:
             if record.state != "active":
                 continue
-            section = record.section.path if record.section else None
-            context = PluginContext(
-                self, record.name, self.settings.section(section) if section else None
-            )
+            context = self._context(record)
             try:
                 await self.hooks.start_plugin(record.name, context)
             except Exception as exc:
@@ -286,15 +264,36 @@ class Kernel:
         if not self._watchdogs:
             self._no_attempts.set()
 
+    def _context(self, record: PluginRecord) -> PluginContext:
+        """The narrow view of this kernel that one plugin is started with."""
+        section = record.section.path if record.section else None
+        providers = {
+            name: ProviderInfo(name, config.kind)
+            for name, config in self.settings.providers.items()
+        }
+        return PluginContext(
+            record.name,
+            self.settings.section(section) if section else None,
+            inference=self.settings.inference.model_copy(),
+            providers=providers,
+            stopping=self.stopping,
+            emit=self.emit_now,
+            waiting=self.waiting,
+            complete=self.complete,
+            stream=self.stream,
+            fleet=lambda: self.fleet,
+        )
+
     # -- traces and waits ------------------------------------------------------------
 
-    async def emit(self, type: str, **fields: Any) -> None:
-        self.emit_now(type, **fields)
+    async def emit(self, type: str, *, subject: object = None, **fields: Any) -> None:
+        self.emit_now(type, subject=subject, **fields)
 
-    def emit_now(self, type: str, **fields: Any) -> None:
+    def emit_now(self, type: str, *, subject: object = None, **fields: Any) -> None:
         """Every trace goes out here: its fields are redacted before any observer sees them.
-        It never waits for an observer, so plain functions may emit too."""
-        self.hooks.trace(TraceEvent(type, redact_value(fields)))
+        It never waits for an observer, so plain functions may emit too. `subject` is what
+        the trace is about (`TraceEvent.subject`), for observers only: never serialized."""
+        self.hooks.trace(TraceEvent(type, redact_value(fields), subject=subject))
 
     @asynccontextmanager
     async def waiting(
@@ -331,7 +330,7 @@ class Kernel:
                     f"no provider named {name!r} in the settings (configured: {known})",
                     retryable=False,
                 )
-            provider = create_provider(name, config, self.settings.inference)
+            provider = self.kinds.create(name, config, self.settings.inference)
             self._providers[name] = provider
         return provider
 
@@ -342,7 +341,16 @@ class Kernel:
         return inference, provider
 
     async def _start_trace(self, inference: Inference) -> None:
-        await self.emit("inference:start", provider=inference.provider, **_trace_fields(inference))
+        request = inference.request
+        await self.emit(
+            "inference:start",
+            subject=request,
+            provider=inference.provider,
+            providerKind=self.settings.providers[inference.provider].kind,
+            maxTokens=request.max_tokens,
+            temperature=request.temperature,
+            **_trace_fields(inference),
+        )
 
     # -- the pipeline --------------------------------------------------------------------
 
@@ -375,6 +383,7 @@ class Kernel:
                 attempt=attempt.number,
                 delayMs=round(decision.delay_s * 1000),
                 error=error.describe(),
+                errorKind=error.kind,
             )
             return decision.delay_s
         if isinstance(decision, GiveUp) and decision.error is not None:
@@ -389,6 +398,7 @@ class Kernel:
         inference = attempt.inference
         await self.emit(
             "inference:complete",
+            subject=response,
             modelServed=response.model_served,
             attempts=attempt.number,
             inputTokens=response.usage.input_tokens,
@@ -397,102 +407,76 @@ class Kernel:
             **_trace_fields(inference),
         )
 
-    async def _fail_trace(self, inference: Inference, attempts: int, error: InferenceError) -> None:
+    async def _fail_trace(
+        self, inference: Inference, attempts: int, error: InferenceError, *, refused: bool = False
+    ) -> None:
         await self.emit(
             "inference:fail",
             attempts=attempts,
             error=error.describe(),
             errorKind=error.kind,
+            refused=refused,
             **_trace_fields(inference),
         )
 
     async def complete(self, request: Request) -> Response:
         """One whole (non-streamed) inference with every policy applied; raises `InferenceError`."""
-        inference, provider = self._begin(request, streamed=False)
-        await self._start_trace(inference)
-        try:
-            return await self._complete_attempts(inference, provider)
-        except asyncio.CancelledError:
-            await self._fail_trace(inference, len(inference.errors) + 1, cancelled())
-            raise
+        async with aclosing(self._inference(request, streamed=False)) as events:
+            async for event in events:
+                if isinstance(event, Complete):
+                    return event.response
+                if isinstance(event, Failed | Aborted):
+                    raise event.error
+        raise AssertionError("an inference ends with a terminal")  # pragma: no cover
 
-    async def _complete_attempts(self, inference: Inference, provider: Provider) -> Response:
-        request = inference.request
-        timeout = self.settings.inference.request_timeout_s
-        for number in itertools.count(1):
-            attempt = Attempt(inference, number)
-            try:
-                await self._admit(attempt)
-            except InferenceError as error:  # a refusal is the answer, as in stream()
-                await self._fail_trace(inference, number, error)
-                raise
-            try:
-                watchdog = self._watch(math.inf, timeout)  # a whole call shows no progress
-                watchdog.waiting = True
-                try:
-                    response = await provider.complete(request, inference.model)
-                except asyncio.CancelledError:
-                    if watchdog.took_cancel():
-                        raise watchdog.error() from None
-                    raise
-                except InferenceError:
-                    raise
-                except Exception as exc:  # a provider bug is still an InferenceError
-                    raise provider_failed(attempt, exc) from exc
-                finally:
-                    self._unwatch(watchdog)
-            except InferenceError as error:
-                await self.hooks.attempt_end(attempt, error)
-                outcome = await self._after_failure(attempt, error)
-                if isinstance(outcome, InferenceError):
-                    await self._fail_trace(inference, number, outcome)
-                    raise outcome from None
-                try:
-                    await self._backoff(attempt, outcome)
-                except InferenceError as stopped:
-                    await self._fail_trace(inference, number, stopped)
-                    raise
-                continue
-            except asyncio.CancelledError:
-                await self.hooks.attempt_end(attempt, cancelled())
-                raise
-            await self.hooks.attempt_end(attempt, None)
-            await self._complete_trace(attempt, response)
-            return response
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+    def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Stream one inference with every policy applied. Ends with exactly one terminal event.
 
         Leave early with ``async with contextlib.aclosing(kernel.stream(r))`` to
         close the provider call at once.
         """
+        return self._inference(request, streamed=True)
+
+    async def _inference(
+        self, request: Request, streamed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The one attempt loop, which `complete()` and `stream()` both consume: admit, call,
+        end the attempt, ask the policies, back off, and end in exactly one terminal.
+
+        A whole call's attempt yields only its terminal; a streamed one's events pass
+        `on_stream_event` on their way to the consumer. Every failure before the first
+        visible token is offered to `on_inference_error`; `Retrying` announces a retry.
+        """
         try:
-            inference, provider = self._begin(request, streamed=True)
+            inference, provider = self._begin(request, streamed)
         except InferenceError as error:
             yield Failed(error)
             return
         await self._start_trace(inference)
         ended = False  # set just before the terminal: the inference's last trace is out
+        hooks = self.hooks
         try:
             for number in itertools.count(1):
                 attempt = Attempt(inference, number)
                 try:
                     await self._admit(attempt)
-                except InferenceError as error:
-                    await self._fail_trace(inference, number, error)
+                except InferenceError as error:  # a refusal is the answer
+                    await self._fail_trace(inference, number, error, refused=True)
                     ended = True
                     yield Failed(error)
                     return
                 visible = False
                 terminal: Terminal | None = None
-                hooks = self.hooks
                 # No coroutine per event when every on_stream_event implementation is sync.
+                observe = streamed and hooks.has_stream_observers
                 observe_now = hooks.stream_event_sync if hooks.stream_sync else None
+                calls = (
+                    self._attempt(provider, attempt) if streamed else self._whole(provider, attempt)
+                )
                 try:
-                    async with aclosing(self._attempt(provider, attempt)) as events:
+                    async with aclosing(calls) as events:
                         async for event in events:
-                            if not hooks.has_stream_observers:
+                            if not observe:
                                 pass
                             elif observe_now is not None:
                                 event = observe_now(attempt, event)
@@ -505,18 +489,18 @@ class Kernel:
                                 break
                             yield event
                 except (asyncio.CancelledError, GeneratorExit):
-                    await self.hooks.attempt_end(attempt, cancelled())
+                    await hooks.attempt_end(attempt, cancelled())
                     raise
-                if terminal is None:  # _attempt ends with one, but a plugin replaced it
+                if terminal is None:  # an attempt ends with one, but a plugin replaced it
                     terminal = Failed(no_terminal(attempt))
                 if isinstance(terminal, Complete):
-                    await self.hooks.attempt_end(attempt, None)
+                    await hooks.attempt_end(attempt, None)
                     await self._complete_trace(attempt, terminal.response)
                     ended = True
                     yield terminal
                     return
                 failure = terminal.error
-                await self.hooks.attempt_end(attempt, failure)
+                await hooks.attempt_end(attempt, failure)
                 outcome = failure if visible else await self._after_failure(attempt, failure)
                 if isinstance(outcome, InferenceError):
                     await self._fail_trace(inference, number, outcome)
@@ -535,6 +519,25 @@ class Kernel:
             if not ended:
                 await self._fail_trace(inference, len(inference.errors) + 1, cancelled())
             raise
+
+    async def _whole(self, provider: Provider, attempt: Attempt) -> AsyncGenerator[Terminal, None]:
+        """One whole provider call as an attempt: its terminal, within the request timeout."""
+        watchdog = self._watch(math.inf, self.settings.inference.request_timeout_s)
+        watchdog.waiting = True  # a whole call shows no progress
+        terminal: Terminal
+        try:
+            terminal = Complete(await provider.complete(attempt.inference.request, attempt.model))
+        except asyncio.CancelledError:
+            if not watchdog.took_cancel():
+                raise
+            terminal = Failed(watchdog.error())
+        except InferenceError as error:
+            terminal = Failed(error)
+        except Exception as exc:  # a provider bug is still an InferenceError
+            terminal = Failed(provider_failed(attempt, exc))
+        finally:
+            self._unwatch(watchdog)
+        yield terminal
 
     async def _attempt(
         self, provider: Provider, attempt: Attempt
@@ -593,29 +596,43 @@ async def _aclose(events: AsyncIterator[StreamEvent]) -> None:
         await aclose()
 
 
-def _read_section(record: PluginRecord) -> None:
-    hook = getattr(record.plugin, "agentcore_settings", None)
-    if hook is None:
+def _register(pm: pluggy.PluginManager, record: PluginRecord) -> None:
+    try:
+        pm.register(record.plugin, name=record.name)
+    except Exception as exc:  # pluggy's validation of the hook implementations
+        record.fail(f"{type(exc).__name__}: {exc}")
         return
     try:
-        section = hook()
-    except Exception as exc:
-        record.state, record.error = (
-            "failed",
-            f"agentcore_settings raised {type(exc).__name__}: {exc}",
-        )
+        pm.check_pending()  # a hookimpl whose name no spec has: a typo
+    except pluggy.PluginValidationError as exc:
+        pm.unregister(name=record.name)
+        record.fail(f"unknown hook: {exc}")
         return
-    if inspect.iscoroutine(section):
-        section.close()
-        record.state = "failed"
-        record.error = (
-            "agentcore_settings must be a plain function: settings are read before any loop runs"
-        )
-        return
-    if section is not None and not isinstance(section, SettingsSection):
-        record.state, record.error = "failed", "agentcore_settings must return a SettingsSection"
-        return
-    record.section = section
+    wrappers = sorted(
+        caller.name
+        for caller in pm.get_hookcallers(record.plugin) or ()
+        for impl in caller.get_hookimpls()
+        if impl.plugin_name == record.name and (impl.hookwrapper or impl.wrapper)
+    )
+    if wrappers:
+        pm.unregister(name=record.name)
+        record.fail(f"hook wrappers are not supported ({', '.join(wrappers)})")
+
+
+def _declare(pm: pluggy.PluginManager, record: PluginRecord, kinds: ProviderKinds) -> None:
+    """Read what an active plugin declares at load: its settings section, its provider
+    kinds. A plugin that fails here is unregistered, and contributes nothing."""
+    read_section(record)
+    contributed = read_kinds(record) if record.state == "active" else {}
+    if record.state == "active":
+        try:
+            kinds.add(record.name, contributed)
+            record.kinds = tuple(sorted(contributed))
+        except (KindClash, TypeError) as exc:
+            record.fail(str(exc))
+    if record.state != "active":
+        record.section = None
+        pm.unregister(name=record.name)
 
 
 def _trace_fields(inference: Inference) -> dict[str, Any]:
@@ -625,9 +642,14 @@ def _trace_fields(inference: Inference) -> dict[str, Any]:
         "model": inference.request.model,
         "streamed": inference.streamed,
     }
-    server = inference.request.metadata.get("serverId")
+    metadata = inference.request.metadata
+    server = metadata.get("serverId")
     if server is not None:
         fields["serverId"] = server
+        fields["mcplRequestId"] = metadata.get("mcplRequestId")  # the request it answers
+    conversation = metadata.get("conversationId")
+    if conversation is not None:
+        fields["conversationId"] = conversation
     return fields
 
 

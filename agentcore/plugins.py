@@ -1,45 +1,50 @@
-"""Plugin discovery: entry points in `agentcore.plugins`, disabled or replaced by name.
+"""Plugin discovery, what a plugin declares at load, and the context it is started with.
 
-The contract (DESIGN.md, "Plugins"):
+The contract (docs/plugins.md):
 
-- The entry point's name is the plugin's identity (``retry``, ``provider-hold``...).
+- The entry point's name (group ``agentcore.plugins``) is the plugin's identity
+  (``retry``, ``provider-hold``...). agentcore's own plugins
+  (`agentcore.default_plugins`) are loaded first in every kernel, as if found by
+  entry point, whether or not entry points are searched.
 - ``[plugins] disabled`` or ``AGENTCORE_DISABLE_PLUGINS=a,b`` blocks plugins by name.
-- A third-party distribution registering a name a bundled default also registers
-  replaces it: the default is not imported. Two third-party distributions
-  claiming one name is an error naming both.
+- A distribution marks a plugin of its own as a default by naming it in the
+  ``agentcore.defaults`` group (value: the settings section it reads). Another
+  distribution registering that name replaces the default, which is not imported;
+  two non-default distributions claiming one name is an error naming both. A
+  default's section is accepted, unread, while the default is disabled or not loaded.
 - The entry point's object is a module, an object, or a class (instantiated
   once per kernel, with no arguments) carrying `agentcore.hookimpl` functions.
-- A plugin that fails to import or start is reported by name with its error.
+- A plugin that fails to import, declare or start is reported by name with its error.
+- A plugin sees the kernel only through its `PluginContext`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import inspect
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from agentcore.default_plugins import BUILTIN
+
 if TYPE_CHECKING:
     from agentcore.fleet import FleetStore
+    from agentcore.inference import Request, Response, StreamEvent
     from agentcore.inference.calls import Attempt, Wait, WaitReason
-    from agentcore.kernel import Kernel
+    from agentcore.providers import ProviderFactory
+    from agentcore.settings import InferenceSettings
 
 GROUP = "agentcore.plugins"
-BUNDLED_DISTRIBUTIONS = frozenset(
-    {
-        "agentcore",
-        "agentcore-retry",
-        "agentcore-provider-hold",
-        "agentcore-waiting-trace",
-        "agentcore-mcpl-router",
-        "agentcore-rate-limit",
-    }
-)
+DEFAULTS_GROUP = "agentcore.defaults"
+"""Entries ``plugin-name = "section.path"``: that plugin of this distribution is a default."""
+OWN_DISTRIBUTION = "agentcore"
 
 PluginState = Literal["active", "disabled", "replaced", "failed"]
 
@@ -64,6 +69,8 @@ class PluginRecord:
     error: str | None = None
     plugin: object | None = field(default=None, repr=False)
     section: SettingsSection | None = None
+    kinds: tuple[str, ...] = ()
+    """The provider kinds it contributes."""
 
     def describe_state(self) -> str:
         if self.state == "replaced":
@@ -71,6 +78,9 @@ class PluginRecord:
         if self.state == "failed":
             return f"failed: {self.error}"
         return self.state
+
+    def fail(self, error: str) -> None:
+        self.state, self.error, self.plugin = "failed", error, None
 
 
 def canonical(distribution: str) -> str:
@@ -85,75 +95,99 @@ def disabled_names(configured: Iterable[str], environ: Mapping[str, str]) -> set
     return names
 
 
+# -- discovery -------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class _Claim:
     entry_point: importlib.metadata.EntryPoint
     distribution: str
     version: str
+    default: bool
 
     @property
-    def bundled(self) -> bool:
-        return canonical(self.distribution) in BUNDLED_DISTRIBUTIONS
+    def name(self) -> str:
+        return self.entry_point.name
 
 
-def _claims() -> dict[str, list[_Claim]]:
-    claims: dict[str, list[_Claim]] = {}
+def _builtin_claims() -> list[_Claim]:
+    from agentcore import __version__
+
+    return [
+        _Claim(
+            importlib.metadata.EntryPoint(name, target, GROUP), OWN_DISTRIBUTION, __version__, True
+        )
+        for name, target in BUILTIN.items()
+    ]
+
+
+def _installed() -> tuple[list[_Claim], dict[str, str]]:
+    """Every entry point of the group, and the sections the installed defaults declare."""
+    claims: list[_Claim] = []
+    sections: dict[str, str] = {}
     seen: set[tuple[str, str]] = set()
     for dist in importlib.metadata.distributions():
         dist_name = dist.metadata["Name"] or "?"
+        defaults = {ep.name: ep.value for ep in dist.entry_points if ep.group == DEFAULTS_GROUP}
         for ep in dist.entry_points:
             if ep.group != GROUP or (ep.name, canonical(dist_name)) in seen:
                 continue  # the same distribution found twice on sys.path counts once
             seen.add((ep.name, canonical(dist_name)))
-            claims.setdefault(ep.name, []).append(_Claim(ep, dist_name, dist.version))
-    return claims
+            default = ep.name in defaults
+            claims.append(_Claim(ep, dist_name, dist.version, default))
+            if default:
+                sections.setdefault(ep.name, defaults[ep.name])
+    return claims, sections
 
 
-def discover(disabled: Iterable[str] = ()) -> list[PluginRecord]:
-    """Find every plugin, decide who wins each name, and import the winners that are enabled."""
+def default_sections() -> set[str]:
+    """The settings sections of every installed default plugin, loaded or not."""
+    return set(_installed()[1].values())
+
+
+def discover(disabled: Iterable[str] = (), *, entry_points: bool = True) -> list[PluginRecord]:
+    """agentcore's own plugins, then (with `entry_points`) every installed plugin: decide
+    who wins each name, and import the winners that are enabled."""
     blocked = set(disabled)
+    by_name: dict[str, list[_Claim]] = {}
+    for claim in _builtin_claims() + (_installed()[0] if entry_points else []):
+        by_name.setdefault(claim.name, []).append(claim)
+    builtin_first = sorted(by_name.items(), key=lambda item: (item[0] not in BUILTIN, item[0]))
     records: list[PluginRecord] = []
-    for name, claims in sorted(_claims().items()):
-        third_party = [c for c in claims if not c.bundled]
-        winner = third_party[0] if third_party else claims[0]
-        for loser in claims:
-            if loser is not winner and loser.bundled:
-                records.append(
-                    PluginRecord(
-                        name,
-                        loser.distribution,
-                        loser.version,
-                        "replaced",
-                        replaced_by=winner.distribution,
-                    )
-                )
-        if len(third_party) > 1 and name in blocked:  # disabled: nobody claims it
-            records.extend(
+    for name, claims in builtin_first:
+        records.extend(_decide(name, claims, name in blocked))
+    return records
+
+
+def _decide(name: str, claims: list[_Claim], blocked: bool) -> list[PluginRecord]:
+    """The records of one name: the winner, and each claim it replaced or that clashed."""
+    third_party = [c for c in claims if not c.default]
+    winner = third_party[0] if third_party else claims[0]
+    records = [
+        PluginRecord(name, c.distribution, c.version, "replaced", replaced_by=winner.distribution)
+        for c in claims
+        if c is not winner and c.default
+    ]
+    if len(third_party) > 1:
+        if blocked:  # disabled: nobody claims it
+            return records + [
                 PluginRecord(name, c.distribution, c.version, "disabled") for c in third_party
-            )
-            continue
-        if len(third_party) > 1:
-            names = " and ".join(sorted(c.distribution for c in third_party))
-            for claim in third_party:
-                records.append(
-                    PluginRecord(
-                        name,
-                        claim.distribution,
-                        claim.version,
-                        "failed",
-                        error=f"the name {name!r} is claimed by both {names}; uninstall one",
-                    )
-                )
-            continue
-        record = PluginRecord(name, winner.distribution, winner.version, "active")
-        records.append(record)
-        if name in blocked:
-            record.state = "disabled"
-            continue
-        try:
-            record.plugin = instantiate(winner.entry_point.load())
-        except Exception as exc:
-            record.state, record.error = "failed", f"import failed: {type(exc).__name__}: {exc}"
+            ]
+        names = " and ".join(sorted(c.distribution for c in third_party))
+        error = f"the name {name!r} is claimed by both {names}; uninstall one"
+        return records + [
+            PluginRecord(name, c.distribution, c.version, "failed", error=error)
+            for c in third_party
+        ]
+    record = PluginRecord(name, winner.distribution, winner.version, "active")
+    records.append(record)
+    if blocked:
+        record.state = "disabled"
+        return records
+    try:
+        record.plugin = instantiate(winner.entry_point.load())
+    except Exception as exc:
+        record.fail(f"import failed: {type(exc).__name__}: {exc}")
     return records
 
 
@@ -162,37 +196,120 @@ def instantiate(obj: object) -> object:
     return obj() if isinstance(obj, type) else obj
 
 
-class PluginContext:
-    """What a plugin gets at `agentcore_start`: its settings, traces, waits, and the kernel."""
+# -- what a plugin declares at load --------------------------------------------------------
 
-    def __init__(self, kernel: Kernel, name: str, settings: Any) -> None:
-        self.kernel = kernel
+
+def _declared(record: PluginRecord, hook: str) -> Any:
+    """Call one of the load-time hooks on the plugin; a failure fails the record (None)."""
+    implementation = getattr(record.plugin, hook, None)
+    if implementation is None:
+        return None
+    try:
+        result = implementation()
+    except Exception as exc:
+        record.fail(f"{hook} raised {type(exc).__name__}: {exc}")
+        return None
+    if inspect.iscoroutine(result):
+        result.close()
+        record.fail(f"{hook} must be a plain function: it is called before any loop runs")
+        return None
+    return result
+
+
+def read_section(record: PluginRecord) -> None:
+    """`agentcore_settings`: the section this plugin reads, kept on the record."""
+    section = _declared(record, "agentcore_settings")
+    if section is not None and not isinstance(section, SettingsSection):
+        record.fail("agentcore_settings must return a SettingsSection")
+        return
+    record.section = section
+
+
+def read_kinds(record: PluginRecord) -> Mapping[str, ProviderFactory]:
+    """`agentcore_provider_kinds`: the provider kinds this plugin contributes."""
+    kinds = _declared(record, "agentcore_provider_kinds")
+    if kinds is None:
+        return {}
+    if not isinstance(kinds, Mapping):
+        record.fail("agentcore_provider_kinds must return a mapping of kind name to factory")
+        return {}
+    return kinds
+
+
+# -- the context a plugin is started with ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    """One configured ``[providers.NAME]``, as plugins may know it (never its key)."""
+
+    name: str
+    kind: str
+
+
+class PluginContext:
+    """What a plugin gets at `agentcore_start`, and all it sees of the kernel: its own
+    settings, the ``[inference]`` section, the configured providers, the shutdown state,
+    the ``[fleet]`` store, and ways to emit traces, announce waits and run inferences."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: Any,
+        *,
+        inference: InferenceSettings,
+        providers: Mapping[str, ProviderInfo],
+        stopping: asyncio.Event,
+        emit: Callable[..., None],
+        waiting: Callable[[WaitReason, Attempt, float | None], AbstractAsyncContextManager[Wait]],
+        complete: Callable[[Request], Awaitable[Response]],
+        stream: Callable[[Request], AsyncGenerator[StreamEvent, None]],
+        fleet: Callable[[], FleetStore],
+    ) -> None:
         self.name = name
         self.settings = settings
         """This plugin's validated section (an instance of its model), or None."""
+        self.inference = inference
+        """The kernel's ``[inference]`` section (a copy): the limits every plugin shares."""
+        self.providers: Mapping[str, ProviderInfo] = MappingProxyType(dict(providers))
+        """The configured providers by name, read-only."""
+        self._stopping = stopping
+        self._emit = emit
+        self._waiting = waiting
+        self._complete = complete
+        self._stream = stream
+        self._fleet = fleet
 
     @property
     def stopping(self) -> asyncio.Event:
-        """Set when the kernel begins to stop: waiters should wake and fail."""
-        return self.kernel.stopping
+        """Set when the kernel begins to stop: waiters should wake and fail. Read it; the
+        kernel sets it."""
+        return self._stopping
 
     @property
     def fleet(self) -> FleetStore:
-        """The ``[fleet]`` store: holds, limits and wake-ups shared with every replica."""
-        return self.kernel.fleet
+        """The ``[fleet]`` store (`agentcore.fleet`): holds, limits and wake-ups shared with
+        every replica, or kept in this process by default. Made at first use."""
+        return self._fleet()
 
     async def emit(self, type: str, **fields: Any) -> None:
         """Emit a trace event (camelCase fields) through `on_trace`; it never waits."""
-        await self.kernel.emit(type, **fields)
+        self._emit(type, **fields)
 
     def emit_now(self, type: str, **fields: Any) -> None:
         """`emit` for a plain function: observers never make the emitter wait."""
-        self.kernel.emit_now(type, **fields)
+        self._emit(type, **fields)
 
-    @asynccontextmanager
-    async def waiting(
+    def waiting(
         self, reason: WaitReason, attempt: Attempt, until: float | None
-    ) -> AsyncIterator[Wait]:
+    ) -> AbstractAsyncContextManager[Wait]:
         """Announce a wait for its whole duration (`on_wait_start`, then `on_wait_end`)."""
-        async with self.kernel.waiting(reason, attempt, until) as wait:
-            yield wait
+        return self._waiting(reason, attempt, until)
+
+    async def complete(self, request: Request) -> Response:
+        """Run one whole inference through the kernel, every policy applied."""
+        return await self._complete(request)
+
+    def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Stream one inference through the kernel (close it with `contextlib.aclosing`)."""
+        return self._stream(request)

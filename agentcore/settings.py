@@ -65,6 +65,8 @@ class LoadContext:
     """The configured ``[providers.NAME]`` names, ``echo`` included."""
     folder: Path | None = None
     """The settings file's folder (absolute), or None when there is no file."""
+    kinds: frozenset[str] | None = None
+    """The provider kinds the kernel's plugins contribute; None: not checked."""
 
 
 def load_context(info: ValidationInfo) -> LoadContext | None:
@@ -109,10 +111,20 @@ def _check_model_reference(reference: str, info: ValidationInfo) -> str:
     return reference
 
 
+def _check_provider_kind(kind: str, info: ValidationInfo) -> str:
+    context = load_context(info)
+    if context is not None and context.kinds is not None and kind not in context.kinds:
+        known = ", ".join(sorted(context.kinds))
+        raise invalid(f"unknown provider kind {kind!r}; expected one of {known}")
+    return kind
+
+
 ProviderName = Annotated[str, AfterValidator(_check_provider_name)]
 """A settings field (or table key) naming a ``[providers.NAME]``: checked at load time."""
 ModelReference = Annotated[str, AfterValidator(_check_model_reference)]
 """A settings field holding ``NAME:MODEL``: its form, and its provider, checked at load time."""
+ProviderKind = Annotated[str, AfterValidator(_check_provider_kind)]
+"""``[providers.NAME] kind``: one the kernel's plugins contribute, checked at load time."""
 
 
 class TracesSettings(Section):
@@ -124,20 +136,6 @@ class PluginsSettings(Section):
     disabled: list[str] = Field(default_factory=list)
     strict: bool = True
     """When true, a plugin that fails to import or start stops the host."""
-
-
-ProviderKind = Literal[
-    "anthropic", "openai", "openrouter", "openai-compatible", "openai-responses", "gemini", "echo"
-]
-BUILTIN_KINDS: tuple[str, ...] = get_args(ProviderKind)
-
-
-def provider_kinds() -> list[str]:
-    """The kinds a `[providers.NAME]` section may name: the built-in ones and any a
-    plugin registered with `agentcore.providers.register_kind`."""
-    from agentcore import providers  # late: agentcore.providers imports this module
-
-    return sorted(set(BUILTIN_KINDS) | set(providers.kinds()))
 
 
 class ParticipantNames(Section):
@@ -155,8 +153,8 @@ class ParticipantNames(Section):
 
 
 class ProviderSettings(Section):
-    kind: str
-    """One of `provider_kinds()`."""
+    kind: ProviderKind
+    """A provider kind some plugin contributes (`agentcore plugins` lists them)."""
     base_url: str | None = None
     """anthropic and gemini: the root (POST {base_url}/v1/messages; {base_url}/v1beta/models/
     MODEL:streamGenerateContent); openai-family and openai-responses: the API base (…/v1)."""
@@ -186,14 +184,6 @@ class ProviderSettings(Section):
             )
         return mode
 
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, kind: str) -> str:
-        kinds = provider_kinds()
-        if kind not in kinds:
-            raise ValueError(f"unknown provider kind {kind!r}; expected one of {', '.join(kinds)}")
-        return kind
-
     _environ: Mapping[str, str] | None = PrivateAttr(default=None)
     """The environment these settings were loaded from, where the key is read too."""
 
@@ -218,6 +208,9 @@ class InferenceSettings(Section):
     """How a provider stop token with no mapping is handled: the attempt fails with an
     error naming it, or (``end_turn``) the response ends ``end_turn`` marked unmapped,
     which `agentcore infer` and the MCPL router still refuse, naming the token."""
+    max_stated_wait_s: float = Field(default=600.0, ge=0)
+    """The longest wait a provider may ask for (Retry-After and friends) that a call will
+    honour: a longer one fails the call at once. One limit for every policy that waits."""
 
 
 WEBSOCKET_SCHEMES = ("ws", "wss")
@@ -416,7 +409,8 @@ def _graft(base: type[BaseModel], sections: Mapping[str, type[BaseModel] | None]
         if rest:
             nested.setdefault(head, {})[rest] = model
         elif model is None:  # a disabled plugin's section: accepted, not read
-            direct[head] = (dict[str, Any], Field(default_factory=dict))
+            if head not in base.model_fields:  # (a kernel's own section stays typed)
+                direct[head] = (dict[str, Any], Field(default_factory=dict))
         else:
             direct[head] = (model, Field(default_factory=model))
     for head, children in nested.items():
@@ -435,6 +429,8 @@ class LoadedSettings:
     path: Path | None
     file_values: dict[str, Any]
     env_values: dict[str, Any]
+    kinds: frozenset[str] | None = None
+    """The provider kinds `kind` was checked against (None: not checked)."""
 
     def source_of(self, key: str | tuple[str, ...]) -> str:
         """Where a key's effective value came from: environment, file, or default.
@@ -466,13 +462,16 @@ def load_settings(
     *,
     sections: Mapping[str, type[BaseModel] | None] | None = None,
     environ: Mapping[str, str] | None = None,
+    kinds: Collection[str] | None = None,
     root: type[Settings] | None = None,
 ) -> LoadedSettings:
     """Read and validate the deployment's settings.
 
     `sections` maps each plugin's section path to its model (None: a known
-    section that nobody will read, such as a disabled plugin's). `root` is a model
-    already built from them (`reload_settings` passes the one the host loaded with).
+    section that nobody will read, such as a disabled plugin's). `kinds` are the
+    provider kinds the kernel's plugins contribute: ``[providers.NAME] kind`` must
+    name one (None: not checked here). `root` is a model already built from them
+    (`reload_settings` passes the one the host loaded with).
     """
     environ = os.environ if environ is None else environ
     root = _graft(Settings, sections or {}) if root is None else root
@@ -488,14 +487,16 @@ def load_settings(
     folder = None if path is None else path.absolute().parent
     from_file = file_values if folder is None else _anchored(file_values, root, folder)
     values = _merged(from_file, env_values)
-    context = LoadContext(providers=_provider_names(values), folder=folder)
+    known_kinds = None if kinds is None else frozenset(kinds)
+    context = LoadContext(providers=_provider_names(values), folder=folder, kinds=known_kinds)
     try:
         settings = root.model_validate(values, context=context)
     except ValidationError as exc:
-        raise SettingsError(list(_describe(exc, path, root, file_values, env_values))) from None
+        problems = _describe(exc, path, root, file_values, env_values, kinds)
+        raise SettingsError(list(problems)) from None
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
-    return LoadedSettings(settings, path, file_values, env_values)
+    return LoadedSettings(settings, path, file_values, env_values, known_kinds)
 
 
 def reload_settings(
@@ -503,7 +504,9 @@ def reload_settings(
 ) -> LoadedSettings:
     """Read `loaded`'s file again and validate it as it was validated at load, with the
     same plugins' sections (`agentcore serve` on SIGHUP). Raises `SettingsError`."""
-    return load_settings(loaded.path, environ=environ, root=type(loaded.settings))
+    return load_settings(
+        loaded.path, environ=environ, kinds=loaded.kinds, root=type(loaded.settings)
+    )
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -548,6 +551,7 @@ def _describe(
     root: type[BaseModel],
     file_values: Mapping[str, Any],
     env_values: Mapping[str, Any],
+    kinds: Collection[str] | None,
 ) -> Iterator[str]:
     """One line per problem: where it came from, the key path, and what was expected."""
     for error in exc.errors():
@@ -564,7 +568,8 @@ def _describe(
             expected = f" (expected one of: {', '.join(allowed)})" if allowed else ""
             yield f"{where}: {key}: unknown key{expected}"
         elif kind == "missing":
-            yield f"{where}: {key}: required value missing (expected {_expected(root, loc)})"
+            expected = _expected(root, loc, kinds)
+            yield f"{where}: {key}: required value missing (expected {expected})"
         else:
             yield f"{where}: {key}: {error['msg']} (got {error.get('input')!r})"
 
@@ -632,9 +637,11 @@ _TYPE_NAMES: dict[Any, str] = {
 }
 
 
-def _expected(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
-    if loc and loc[-1] == "kind" and _annotation_at(root, loc[:-1]) is ProviderSettings:
-        return "one of " + ", ".join(provider_kinds())
+def _expected(root: type[BaseModel], loc: tuple[Any, ...], kinds: Collection[str] | None) -> str:
+    parent = _annotation_at(root, loc[:-1]) if loc else None
+    is_provider = isinstance(parent, type) and issubclass(parent, ProviderSettings)
+    if kinds is not None and loc[-1:] == ("kind",) and is_provider:
+        return "one of " + ", ".join(sorted(kinds))
     annotation = _annotation_at(root, loc)
     if get_origin(annotation) is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(annotation))

@@ -1,9 +1,10 @@
 """Trace events and the built-in JSONL sink.
 
 A trace is a JSON object with `type`, `timestamp` (milliseconds since the
-epoch) and camelCase fields (DESIGN.md, "Traces"). Every trace goes through
+epoch) and camelCase fields (docs/traces.md). Every trace goes through
 `on_trace`; sinks are ordinary plugins, and this module's JSONL sink is one
-(entry point ``jsonl-traces``), configured by ``[traces] jsonl = PATH``.
+(entry point ``jsonl-traces``), configured by ``[traces] jsonl = PATH``: the
+kernel declares that section, and the sink reads it as its own.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from agentcore.hookspecs import hookimpl
+from agentcore.markers import hookimpl
+from agentcore.plugins import SettingsSection
 from agentcore.redaction import redact_log
+from agentcore.settings import TracesSettings
 
 if TYPE_CHECKING:
     from agentcore.plugins import PluginContext
@@ -26,6 +29,10 @@ class TraceEvent:
     type: str
     fields: dict[str, Any] = field(default_factory=dict)
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    subject: object = field(default=None, repr=False, compare=False)
+    """What the trace is about, for in-process observers that opt in to content: the
+    `Request` on ``inference:start``, the `Response` on ``inference:complete``. Never
+    serialized (not in `to_dict`), never redacted: whoever reads it redacts what it sends."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "timestamp": self.timestamp, **self.fields}
@@ -43,8 +50,12 @@ class JsonlTraceSink:
         self._path: Path | None = None
 
     @hookimpl
+    def agentcore_settings(self) -> SettingsSection:
+        return SettingsSection("traces", TracesSettings)  # the kernel's own section, read here
+
+    @hookimpl
     def agentcore_start(self, context: PluginContext) -> None:
-        path: Path | None = context.kernel.settings.traces.jsonl
+        path: Path | None = getattr(context.settings, "jsonl", None)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("a", encoding="utf-8")

@@ -56,8 +56,12 @@ def settings(folder: Path, backend: str, redis_url: str, prefix: str, name: str)
     return path
 
 
-def load(path: Path) -> Kernel:
-    plugins = {"provider-hold": ProviderHold, "rate-limit": RateLimit}
+def load(path: Path, provider: ScriptedProvider) -> Kernel:
+    plugins = {
+        "provider-hold": ProviderHold,
+        "rate-limit": RateLimit,
+        "scripted": scripted_kind(provider),
+    }
     return Kernel.load(path, environ={}, discover_plugins=False, plugins=plugins)
 
 
@@ -103,25 +107,26 @@ async def calls_during_hold(folder: Path, backend: str, redis_url: str) -> int:
     provider.script = [limited]
     provider.default = OK
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    with scripted_kind(provider):
-        replicas = [load(settings(folder, backend, redis_url, prefix, f"r{n}")) for n in range(3)]
+    replicas = [
+        load(settings(folder, backend, redis_url, prefix, f"r{n}"), provider) for n in range(3)
+    ]
+    for replica in replicas:
+        await replica.start()
+    try:
+        request = Request("fake:m1", [Message.user("hi")])
+        with contextlib.suppress(InferenceError):
+            await replicas[0].complete(request)
+        hold_end = time.time() + HOLD_S - 0.05  # the hold's end, give or take the first call
+
+        async def keep_calling(replica: Kernel) -> None:
+            while time.time() < hold_end:
+                await asyncio.gather(*(replica.complete(request) for _ in range(5)))
+                await asyncio.sleep(0.1)
+
+        await asyncio.gather(*(keep_calling(r) for r in replicas))
+    finally:
         for replica in replicas:
-            await replica.start()
-        try:
-            request = Request("fake:m1", [Message.user("hi")])
-            with contextlib.suppress(InferenceError):
-                await replicas[0].complete(request)
-            hold_end = time.time() + HOLD_S - 0.05  # the hold's end, give or take the first call
-
-            async def keep_calling(replica: Kernel) -> None:
-                while time.time() < hold_end:
-                    await asyncio.gather(*(replica.complete(request) for _ in range(5)))
-                    await asyncio.sleep(0.1)
-
-            await asyncio.gather(*(keep_calling(r) for r in replicas))
-        finally:
-            for replica in replicas:
-                await replica.stop()
+            await replica.stop()
     first = provider.calls[0].started_at
     return sum(1 for c in provider.calls[1:] if c.started_at < first + HOLD_S - 0.05)
 
@@ -130,13 +135,12 @@ async def main(seconds: float) -> int:
     with RedisServer() as redis, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         costs: dict[tuple[str, bool], list[float]] = {}
-        with scripted_kind(ScriptedProvider()):
-            for backend in ("memory", "redis"):
-                kernel = load(settings(folder, backend, redis.url, uuid.uuid4().hex, backend))
-                async with kernel:
-                    await admission_costs(kernel, 0.5, burst=True)  # connections, scripts
-                    for burst in (False, True):
-                        costs[backend, burst] = await admission_costs(kernel, seconds, burst)
+        for backend in ("memory", "redis"):
+            path = settings(folder, backend, redis.url, uuid.uuid4().hex, backend)
+            async with load(path, ScriptedProvider()) as kernel:
+                await admission_costs(kernel, 0.5, burst=True)  # connections, scripts loaded
+                for burst in (False, True):
+                    costs[backend, burst] = await admission_costs(kernel, seconds, burst)
         held = {b: await calls_during_hold(folder, b, redis.url) for b in ("memory", "redis")}
 
     print(f"python {platform.python_version()}, {platform.machine()}; {CONCURRENCY} concurrent")

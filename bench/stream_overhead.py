@@ -11,6 +11,7 @@ by the loopback server (`agentcore.testing`, on its own thread) and consumed by
       wire's own stream of the same text chunks),
   (g), (h) `kernel.stream` as (b), on the Anthropic wire in native and in XML tool mode
       (the same text deltas; in XML mode each one read by the XML parser),
+  (i) (b) with the otel plugin exporting spans and metrics (OTLP/HTTP, to a sink that drops),
 
 in one run; (a) reads through httpx's default transport (httpcore), (b) through the
 providers' streaming driver on aiohttp. CPU is `time.thread_time()` of the consuming
@@ -19,10 +20,10 @@ sizes and dividing the difference in CPU by the difference in chunks; each size 
 a few times,
 in rounds that interleave the peers, and the fastest run kept. Prints CPU µs per
 chunk, CPU seconds per 10,000 chunks and each ratio to (a). Targets: (b) at most
-1.2x (a), and below (c) and (d); (e) and (f) at most 1.1x (b); (h) at most 1.3x (g).
+1.2x (a), and below (c) and (d); (e), (f) and (i) at most 1.1x (b); (h) at most 1.3x (g).
 
     .venv/bin/python bench/stream_overhead.py [--small 10000] [--large 50000] [--repeat 5]
-                                              [--peers abcdefgh]
+                                              [--peers abcdefghi]
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import http.server
 import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -82,15 +85,41 @@ async def raw_httpx(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaita
     return run, client.aclose
 
 
+class _OtlpSink(http.server.BaseHTTPRequestHandler):
+    """Accepts every OTLP/HTTP export and drops it (on a thread of its own, so its work is
+    not the consuming thread's)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def otlp_sink() -> dict[str, Any]:
+    """An ``[otel]`` section exporting to a sink that drops everything."""
+    sink = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OtlpSink)
+    threading.Thread(target=sink.serve_forever, daemon=True).start()
+    return {"endpoint": f"http://127.0.0.1:{sink.server_address[1]}", "metrics_interval_s": 1.0}
+
+
 def kernel_stream(
-    kind: str | dict[str, str], label: str
+    kind: str | dict[str, str], label: str, *, otel: bool = False
 ) -> Callable[[LoopbackServer], Awaitable[tuple[Runner, Any]]]:
-    """`kernel.stream` on the wire of provider `kind` (a kind, or a provider table)."""
+    """`kernel.stream` on the wire of provider `kind` (a kind, or a provider table; with
+    `otel`: exporting over OTLP)."""
 
     async def setup(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
         folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
         settings = server.write_settings(
-            folder / "agentcore.toml", {"bench": kind}, per_provider_urls=False
+            folder / "agentcore.toml",
+            {"bench": kind},
+            per_provider_urls=False,
+            sections={"otel": otlp_sink()} if otel else None,
         )
         kernel = Kernel.load(settings)  # every default plugin, discovered from entry points
         await kernel.start()
@@ -177,7 +206,7 @@ async def main() -> int:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--peers", default="abcdefgh", help="which of a to h to run (a always)")
+    parser.add_argument("--peers", default="abcdefghi", help="which of a to i to run (a always)")
     args = parser.parse_args()
     os.environ[API_KEY_ENV] = API_KEY
 
@@ -193,6 +222,7 @@ async def main() -> int:
             "(h) kernel.stream, Anthropic XML",
             kernel_stream({"kind": "anthropic", "tool_mode": "xml"}, "(h)"),
         ),
+        ("(i) (b) exporting to OTLP", kernel_stream("openai-compatible", "(i)", otel=True)),
     ]
     results: dict[str, float] = {}
     with LoopbackServer() as server:
@@ -243,7 +273,11 @@ async def main() -> int:
                 word = "below" if kernel < results[peer] else "NOT below"
                 print(f"(b) is {word} {peer}")
     if kernel:
-        for peer in ("(e) kernel.stream, Responses", "(f) kernel.stream, Gemini"):
+        for peer in (
+            "(e) kernel.stream, Responses",
+            "(f) kernel.stream, Gemini",
+            "(i) (b) exporting to OTLP",
+        ):
             if peer in results:
                 ratio = results[peer] / kernel
                 verdict = "meets" if ratio <= 1.1 else "MISSES"

@@ -15,6 +15,18 @@ from agentcore.inference.errors import InferenceError
 from agentcore.inference.models import Request
 
 
+def split_model(reference: str) -> tuple[str, str]:
+    """A model reference, ``"NAME:MODEL"``, as (the `[providers.NAME]` key, the model)."""
+    name, sep, model = reference.partition(":")
+    if not sep or not name or not model:
+        raise InferenceError(
+            "invalid_request",
+            f"model reference {reference!r} is not of the form NAME:MODEL",
+            retryable=False,
+        )
+    return name, model
+
+
 @dataclass(slots=True)
 class Inference:
     id: str

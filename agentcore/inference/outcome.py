@@ -6,7 +6,7 @@ no adapter maps included, whatever ``[inference] unknown_stop`` says), or that
 called a tool, is not a result a caller that offers no tools can use: it gets an
 error whose message says why. In XML tool mode that includes tool-call markup the
 model wrote: a block still open when the output ended, or one with no readable
-call (DESIGN.md, "XML tool mode").
+call (docs/mcpl-router.md, "XML tool mode").
 """
 
 from __future__ import annotations

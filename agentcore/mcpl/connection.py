@@ -93,6 +93,7 @@ from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    SHUTDOWN_MESSAGE,
     UNKNOWN_FEATURE_SET,
     McplError,
     McplRequest,
@@ -104,7 +105,6 @@ MCPL_VERSION = "0.5"
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 DEFAULT_MANIFEST_FETCH_INTERVAL_S = 1.0
 """§17.8: the least time between two `mcpl/manifest` fetches from one server."""
-SHUTDOWN_MESSAGE = "the host is shutting down"
 PENDING_RECEIPT = "pending_receipt"
 """Why a feature set the new policy enables is not enabled yet (§6.7: after the receipt)."""
 

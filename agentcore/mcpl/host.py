@@ -33,8 +33,8 @@ from loguru import logger
 
 from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
-from agentcore.mcpl.connection import SHUTDOWN_MESSAGE, McplStartError, ServerConnection
-from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest
+from agentcore.mcpl.connection import McplStartError, ServerConnection
+from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.transports import (
     ReconnectPolicy,
@@ -75,6 +75,7 @@ class McplHost:
         self._push: dict[str, PushEvents] = {}
         self._reload_lock = asyncio.Lock()
         self._membership = asyncio.Event()  # set whenever `connections` changes
+        self._watchers: set[asyncio.Future[None]] = set()
 
     async def handle(self, request: McplRequest) -> Any:
         try:
@@ -120,10 +121,15 @@ class McplHost:
             await connection.start()
         except McplStartError as exc:
             logger.error("mcpl server {} did not start: {}", name, exc)
+            await self.kernel.emit(
+                "mcpl:server_state", serverId=name, state="failed", error=str(exc)
+            )
             return
         logger.info("mcpl server {}: ready, granted {}", name, sorted(connection.grant))
         self.connections[name] = connection
         self._membership.set()
+        await self._state_trace(connection)
+        self._watchers.add(asyncio.ensure_future(self._trace_close(connection)))
 
     # -- SIGHUP ------------------------------------------------------------------------
 
@@ -196,6 +202,21 @@ class McplHost:
 
     # -- ending ------------------------------------------------------------------------
 
+    async def _state_trace(self, connection: ServerConnection) -> None:
+        """``mcpl:server_state``: what an observer (the console) shows of a server."""
+        features = connection.feature_sets.values()
+        await self.kernel.emit(
+            "mcpl:server_state",
+            serverId=connection.name,
+            state=connection.state,
+            grant=sorted(connection.grant),
+            featureSets=sorted(fs.name for fs in features if fs.enabled),
+        )
+
+    async def _trace_close(self, connection: ServerConnection) -> None:
+        await connection.wait_closed()
+        await self.kernel.emit("mcpl:server_state", serverId=connection.name, state="closed")
+
     async def wait_all_closed(self) -> None:
         """Return once every connection has closed, servers a reload adds included."""
         while True:
@@ -217,6 +238,7 @@ class McplHost:
         await asyncio.gather(
             *(c.close(reason) for c in self.connections.values()), return_exceptions=True
         )
+        await asyncio.gather(*self._watchers, return_exceptions=True)  # their last traces
 
 
 def settle_garbage_collector() -> None:

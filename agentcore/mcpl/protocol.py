@@ -22,6 +22,10 @@ FEATURE_SET_NOT_ENABLED = -32001
 CAPABILITY_DENIED = -32002
 UNKNOWN_FEATURE_SET = -32003
 
+SHUTDOWN_MESSAGE = "the host is shutting down"
+"""How an in-flight request is answered when the host stops: by the connection, and by
+the router when the kernel's stop wakes the request first (so both answers read alike)."""
+
 
 class McplError(Exception):
     """An error answer: `code`, `message` and optional `data`, exactly as sent."""

@@ -1,100 +1,84 @@
-"""Provider adapters, one per wire format, all speaking the normalized model.
+"""Provider adapters, one per wire format, all speaking the normalized model; and the
+registry of provider kinds that each kernel keeps.
 
-`create_provider` maps a `[providers.NAME]` section's `kind` to its adapter.
+A provider kind (what ``[providers.NAME] kind`` names) is contributed by a plugin
+through the `agentcore_provider_kinds` hook, as a factory. agentcore's own kinds come
+the same way, from its built-in plugin (`agentcore.default_plugins.provider_kinds`).
+Every kernel builds its own `ProviderKinds` from its plugins: nothing is registered
+process-wide, so two kernels with different plugins see different kinds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
+from agentcore.inference import InferenceError
 from agentcore.providers.base import Provider, normalize_stop
 from agentcore.settings import InferenceSettings, ProviderSettings
 
 ProviderFactory = Callable[[str, ProviderSettings, InferenceSettings], Provider]
+"""Makes the provider of one ``[providers.NAME]`` section: (NAME, its section, ``[inference]``)."""
 
 
-def _echo(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
-    from agentcore.providers.echo import EchoProvider
-
-    return EchoProvider(name, config)
+class KindClash(ValueError):
+    """Two plugins contribute one kind; the message names both."""
 
 
-def _anthropic(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
-    if config.tool_mode == "xml":
-        from agentcore.providers.anthropic_xml import AnthropicXmlProvider
+class ProviderKinds:
+    """One kernel's provider kinds: each kind's factory and the plugin that contributed it."""
 
-        return AnthropicXmlProvider(name, config, inference)
-    from agentcore.providers.anthropic import AnthropicProvider
+    def __init__(self) -> None:
+        self._factories: dict[str, ProviderFactory] = {}
+        self._plugins: dict[str, str] = {}
 
-    return AnthropicProvider(name, config, inference)
+    def add(self, plugin: str, kinds: Mapping[str, ProviderFactory]) -> None:
+        """Take a plugin's kinds, all or none: a kind another plugin contributed is a
+        `KindClash` naming both (one of them must be disabled or replace the other)."""
+        for kind, factory in kinds.items():
+            if not isinstance(kind, str) or not kind:
+                raise TypeError(f"a provider kind must be a non-empty string, not {kind!r}")
+            if not callable(factory):
+                raise TypeError(f"the factory of provider kind {kind!r} is not callable")
+            other = self._plugins.get(kind)
+            if other is not None:
+                raise KindClash(
+                    f"provider kind {kind!r} is contributed by both {other!r} and {plugin!r}; "
+                    "disable one, or replace one by its name"
+                )
+        for kind, factory in kinds.items():
+            self._factories[kind] = factory
+            self._plugins[kind] = plugin
 
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._factories
 
-def _openai(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
-    from agentcore.providers.openai import OpenAIProvider
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._factories))
 
-    return OpenAIProvider(name, config, inference, config.kind)
+    def __len__(self) -> int:
+        return len(self._factories)
 
+    def plugin(self, kind: str) -> str | None:
+        """The plugin that contributed `kind`."""
+        return self._plugins.get(kind)
 
-def _responses(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
-    from agentcore.providers.responses import ResponsesProvider
-
-    return ResponsesProvider(name, config, inference)
-
-
-def _gemini(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
-    from agentcore.providers.gemini import GeminiProvider
-
-    return GeminiProvider(name, config, inference)
-
-
-_FACTORIES: dict[str, ProviderFactory] = {
-    "echo": _echo,
-    "anthropic": _anthropic,
-    "openai": _openai,
-    "openrouter": _openai,
-    "openai-compatible": _openai,
-    "openai-responses": _responses,
-    "gemini": _gemini,
-}
-
-
-def register_kind(kind: str, factory: ProviderFactory) -> ProviderFactory | None:
-    """Make `kind` a provider kind that `factory` creates; returns the factory it
-    replaced, if any (so that a caller can put it back)."""
-    previous = _FACTORIES.get(kind)
-    _FACTORIES[kind] = factory
-    return previous
-
-
-def unregister_kind(kind: str) -> ProviderFactory | None:
-    """Forget `kind`; returns its factory (None if it had none)."""
-    return _FACTORIES.pop(kind, None)
-
-
-def kinds() -> list[str]:
-    """Every provider kind this build can create: the built-in ones and any registered."""
-    return sorted(_FACTORIES)
-
-
-def create_provider(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
-    factory = _FACTORIES.get(config.kind)
-    if factory is None:
-        from agentcore.inference import InferenceError
-
-        raise InferenceError(
-            "invalid_request",
-            f"provider {name!r}: kind {config.kind!r} is not available in this build",
-            retryable=False,
-        )
-    return factory(name, config, inference)
+    def create(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+        """The provider of ``[providers.NAME]``, made by its kind's factory."""
+        factory = self._factories.get(config.kind)
+        if factory is None:
+            raise InferenceError(
+                "invalid_request",
+                f"provider {name!r}: kind {config.kind!r} is not available "
+                f"(known kinds: {', '.join(self) or 'none'})",
+                retryable=False,
+            )
+        return factory(name, config, inference)
 
 
 __all__ = [
+    "KindClash",
     "Provider",
     "ProviderFactory",
-    "create_provider",
-    "kinds",
+    "ProviderKinds",
     "normalize_stop",
-    "register_kind",
-    "unregister_kind",
 ]

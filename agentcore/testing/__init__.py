@@ -129,22 +129,26 @@ order; ``starts()``), ``endings`` (how each streamed attempt ended: ``finished``
 ``GeneratorExit`` when closed before its terminal, or ``CancelledError``),
 ``stalled`` (an `asyncio.Event` set when a stall begins) and ``closed``.
 
-Installing it: ``scripted_kind(provider)`` (a context manager) makes every
-``[providers.NAME] kind = "scripted"`` section resolve to it, and restores the
-provider registry after; ``registered_kind(kind, factory)`` does the same for any
-factory. Both use the public `agentcore.providers.register_kind` /
-`unregister_kind`. `TraceRecorder` is a plugin keeping every trace (``events``,
-``of(type)``: their fields, ``types``) and every announced wait (``waits``).
+Installing it: ``scripted_kind(provider)`` is a plugin that contributes the provider
+kind ``"scripted"`` through `agentcore_provider_kinds`, as any plugin does: in a
+kernel loaded with it, every ``[providers.NAME] kind = "scripted"`` section resolves
+to `provider`. ``ProviderKindsPlugin({kind: factory})`` does the same for any
+factory. Kinds belong to the kernel that loaded the plugin, never to the process.
+`TraceRecorder` is a plugin keeping every trace (``events``, ``of(type)``: their
+fields, ``types``) and every announced wait (``waits``).
 
-Fixtures: ``scripted_provider`` yields a `ScriptedProvider` named ``fake``,
-registered as kind ``"scripted"`` for the test; ``trace_recorder`` a
-`TraceRecorder`::
+Fixtures: ``scripted_provider`` returns a `ScriptedProvider` named ``fake``;
+``trace_recorder`` a `TraceRecorder`::
 
     async def test_retried(scripted_provider, trace_recorder, tmp_path):
         scripted_provider.script = [InferenceError("server", "boom", status=500)]
         path = tmp_path / "agentcore.toml"
         path.write_text('[providers.fake]\nkind = "scripted"\n')
-        plugins = {"retry": RetryPolicy, "traces": trace_recorder}
+        plugins = {
+            "retry": RetryPolicy,
+            "traces": trace_recorder,
+            "scripted": scripted_kind(scripted_provider),
+        }
         async with Kernel.load(path, discover_plugins=False, plugins=plugins) as kernel:
             await kernel.complete(Request("fake:m1", [Message.user("hi")]))
         assert scripted_provider.models == ["m1", "m1"]
@@ -158,11 +162,11 @@ from agentcore.testing.scripted import (
     STALL,
     CallEvent,
     Partial,
+    ProviderKindsPlugin,
     ScriptedCall,
     ScriptedProvider,
     Stall,
     TraceRecorder,
-    registered_kind,
     scripted_kind,
     text_response,
 )
@@ -188,6 +192,7 @@ __all__ = [
     "CallEvent",
     "LoopbackServer",
     "Partial",
+    "ProviderKindsPlugin",
     "Scenario",
     "ScriptedCall",
     "ScriptedProvider",
@@ -195,7 +200,6 @@ __all__ = [
     "TraceRecorder",
     "Unplayable",
     "Wire",
-    "registered_kind",
     "scripted_kind",
     "text_response",
     "to_toml",

@@ -52,13 +52,13 @@ def loopback_settings(
 
 
 @pytest.fixture
-def scripted_provider() -> Iterator[ScriptedProvider]:
-    """A `ScriptedProvider` named ``fake`` that every ``kind = "scripted"`` provider section
-    resolves to during the test (see `agentcore.testing`); the registry is restored after."""
-    from agentcore.testing.scripted import ScriptedProvider, scripted_kind
+def scripted_provider() -> ScriptedProvider:
+    """A `ScriptedProvider` named ``fake``; a kernel loaded with ``plugins={"scripted":
+    scripted_kind(scripted_provider)}`` resolves every ``kind = "scripted"`` section to it
+    (see `agentcore.testing`)."""
+    from agentcore.testing.scripted import ScriptedProvider
 
-    with scripted_kind(ScriptedProvider()) as provider:
-        yield provider
+    return ScriptedProvider()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""A scripted in-process provider, a way to install it as a provider kind, and a trace recorder.
+"""A scripted in-process provider, the plugin that makes it a provider kind, and a trace recorder.
 
 No server and no wire: `ScriptedProvider` implements the `Provider` protocol
 (`agentcore.providers.base`) directly and plays one scripted answer per call.
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from agentcore.traces import TraceEvent
 
 SCRIPTED_KIND = "scripted"
-"""The provider kind the `scripted_provider` fixture registers."""
+"""The provider kind `scripted_kind` contributes."""
 
 
 @dataclass(frozen=True)
@@ -265,33 +264,27 @@ def _failed(error: BaseException) -> Any:
     return Failed(error) if isinstance(error, InferenceError) else error
 
 
-@contextmanager
-def registered_kind(kind: str, factory: ProviderFactory) -> Iterator[None]:
-    """Make `kind` a provider kind created by `factory` inside the block; then restore
-    whatever that kind was before (or nothing)."""
-    from agentcore.providers import register_kind, unregister_kind
+class ProviderKindsPlugin:
+    """A plugin contributing provider kinds through `agentcore_provider_kinds`, as an
+    installed one would: ``Kernel.load(..., plugins={"acme": ProviderKindsPlugin({"acme":
+    factory})})``. The kinds exist in that kernel only."""
 
-    previous = register_kind(kind, factory)
-    try:
-        yield
-    finally:
-        if previous is None:
-            unregister_kind(kind)
-        else:
-            register_kind(kind, previous)
+    def __init__(self, kinds: Mapping[str, ProviderFactory]) -> None:
+        self.kinds = dict(kinds)
+
+    @hookimpl
+    def agentcore_provider_kinds(self) -> dict[str, ProviderFactory]:
+        return dict(self.kinds)
 
 
-@contextmanager
-def scripted_kind(
-    provider: ScriptedProvider, kind: str = SCRIPTED_KIND
-) -> Iterator[ScriptedProvider]:
-    """Every ``[providers.NAME] kind = "<kind>"`` section resolves to `provider` in the block."""
+def scripted_kind(provider: ScriptedProvider, kind: str = SCRIPTED_KIND) -> ProviderKindsPlugin:
+    """The plugin through which every ``[providers.NAME] kind = "<kind>"`` section resolves
+    to `provider`: ``Kernel.load(..., plugins={"scripted": scripted_kind(provider)})``."""
 
     def factory(name: str, config: Any, inference: Any) -> ScriptedProvider:
         return provider
 
-    with registered_kind(kind, factory):
-        yield provider
+    return ProviderKindsPlugin({kind: factory})
 
 
 class TraceRecorder:

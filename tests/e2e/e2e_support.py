@@ -507,7 +507,7 @@ def without_agentcore_env() -> dict[str, str]:
 
 
 async def finish(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
-    """Wait for the process to exit (at most 10 s: DESIGN.md's bound) and read its output."""
+    """Wait for the process to exit (at most 10 s: docs/cli.md's bound) and read its output."""
     try:
         stdout, stderr = await asyncio.wait_for(process.communicate(), 10.0)
     except TimeoutError:

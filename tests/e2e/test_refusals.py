@@ -1,7 +1,7 @@
 """What an `inference/request` or `model/info` is refused with, end to end, and what a
 refusal costs: nothing reaches the provider, and only the router's own refusals are traced.
 
-Refusals in the order DESIGN.md gives them: before the initial `featureSets/update`
+Refusals in the order docs/mcpl-router.md gives them: before the initial `featureSets/update`
 exchange is complete; without `inferenceRequest` in the grant (-32002, and `stream:
 true` also needs `inferenceRequest.streaming`); an undeclared feature set (-32003);
 a declared but disabled one (-32001). Then the router's: no routing rule (-32603),

@@ -223,10 +223,12 @@ async def test_serve_answers_in_flight_requests_when_signalled(
     assert API_KEY not in stderr
     assert "signalled: answering in-flight requests" in stderr
     seen = traces(tmp_path / "traces.jsonl")
-    assert [t["type"] for t in seen if t["type"].startswith("mcpl:")] == [
+    assert [t["type"] for t in seen if t["type"].startswith("mcpl:inference")] == [
         "mcpl:inference_start",
         "mcpl:inference_fail",
     ]
+    states = [t["state"] for t in seen if t["type"] == "mcpl:server_state"]
+    assert states == ["ready", "closed"]
     assert API_KEY not in (tmp_path / "traces.jsonl").read_text()
 
 

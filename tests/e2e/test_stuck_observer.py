@@ -125,6 +125,7 @@ async def test_serve_answers_with_a_stuck_observer(
             process.kill()
             await process.wait()
     assert process.returncode == 0, stderr.decode()
-    assert seen.read_text() == "mcpl:inference_start\n"  # stuck on the first, for good
+    # Stuck on the first (the server's ready state), for good.
+    assert seen.read_text() == "mcpl:server_state\n"
     log = stderr.decode()
     assert f"plugin '{PLUGIN}' could not take" in log and CANCELLED in log

@@ -17,7 +17,7 @@ from agentcore_rate_limit import RateLimit
 from agentcore.fleet import FLEET_UNAVAILABLE, UNAVAILABLE_TRACE
 from agentcore.inference import InferenceError, Message, Request
 from agentcore.kernel import Kernel
-from agentcore.testing import ScriptedProvider, TraceRecorder
+from agentcore.testing import ScriptedProvider, TraceRecorder, scripted_kind
 from agentcore.testing.redis import RedisServer, free_port
 
 
@@ -38,7 +38,10 @@ def req(tag: str) -> Request:
 
 @pytest.fixture
 def load(
-    tmp_path: Path, redis: RedisServer, trace_recorder: TraceRecorder
+    tmp_path: Path,
+    redis: RedisServer,
+    trace_recorder: TraceRecorder,
+    scripted_provider: ScriptedProvider,
 ) -> Callable[..., Kernel]:
     def _load(on_store_error: str, sections: str) -> Kernel:
         path = tmp_path / "agentcore.toml"
@@ -48,7 +51,12 @@ def load(
             f'key_prefix = "outage-{uuid.uuid4().hex[:8]}"\non_store_error = "{on_store_error}"\n'
             f"{sections}\n"
         )
-        plugins = {"provider-hold": ProviderHold, "rate-limit": RateLimit, "rec": trace_recorder}
+        plugins = {
+            "provider-hold": ProviderHold,
+            "rate-limit": RateLimit,
+            "rec": trace_recorder,
+            "scripted": scripted_kind(scripted_provider),
+        }
         return Kernel.load(path, environ={}, discover_plugins=False, plugins=plugins)
 
     return _load
@@ -169,8 +177,13 @@ async def test_a_probe_lost_with_its_replica_hands_over_when_its_lease_runs_out(
         f'key_prefix = "probe-{uuid.uuid4().hex[:8]}"\n'
     )
     doomed_hold, survivor_hold = ProviderHold(), ProviderHold()
-    doomed = Kernel.load(path, discover_plugins=False, plugins={"provider-hold": doomed_hold})
-    survivor = Kernel.load(path, discover_plugins=False, plugins={"provider-hold": survivor_hold})
+    kind = scripted_kind(scripted_provider)
+    doomed = Kernel.load(
+        path, discover_plugins=False, plugins={"provider-hold": doomed_hold, "scripted": kind}
+    )
+    survivor = Kernel.load(
+        path, discover_plugins=False, plugins={"provider-hold": survivor_hold, "scripted": kind}
+    )
     async with doomed, survivor:
         with pytest.raises(InferenceError):
             await doomed.complete(req("limited"))

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ pytest.register_assert_rewrite("kernel_support")
 from kernel_support import FAKE_ENV, MODULE_PREFIX  # noqa: E402
 
 from agentcore.kernel import Kernel  # noqa: E402
-from agentcore.testing import ScriptedProvider  # noqa: E402
+from agentcore.testing import ScriptedProvider, scripted_kind  # noqa: E402
 
 # -- real distributions ----------------------------------------------------------
 
@@ -127,6 +127,56 @@ def agentcore_start(context):
     raise RuntimeError("no licence for acme-badstart")
 """
 
+_ACME_KINDS = '''
+"""A third party's provider kind, ``acme``: it answers with the prompt in capitals."""
+
+from agentcore import hookimpl
+from agentcore.inference import (
+    BlockStart,
+    BlockStop,
+    Complete,
+    Response,
+    StopInfo,
+    TextBlock,
+    Token,
+    Usage,
+    UsageUpdate,
+)
+
+
+class AcmeProvider:
+    kind = "acme"
+
+    def __init__(self, name, config, inference):
+        self.name = name
+        self.served = config.headers.get("x-acme-model", "acme-1")
+
+    def _response(self, request, model):
+        text = request.messages[-1].text.upper()
+        usage = Usage(input_tokens=1, output_tokens=len(text.split()))
+        stop = StopInfo("end_turn", "done")
+        return Response([TextBlock(text)], stop, usage, model, self.served, self.name)
+
+    async def stream(self, request, model):
+        response = self._response(request, model)
+        yield BlockStart(0, "text")
+        yield Token(response.text, "text", 0, True)
+        yield BlockStop(0, response.content[0])
+        yield UsageUpdate(response.usage)
+        yield Complete(response)
+
+    async def complete(self, request, model):
+        return self._response(request, model)
+
+    async def aclose(self):
+        return None
+
+
+@hookimpl
+def agentcore_provider_kinds():
+    return {"acme": AcmeProvider}
+'''
+
 
 @dataclass(frozen=True)
 class _Dist:
@@ -135,18 +185,22 @@ class _Dist:
     entry_points: dict[str, str]
     source: str
     version: str = "1.0.0"
+    defaults: dict[str, str] = field(default_factory=dict)
+    """Its ``agentcore.defaults`` entries: the plugins it ships as defaults."""
 
 
 _DISTS = [
     _Dist("acme-observer", "ackt_observer", {"acme-observer": "ackt_observer"}, _OBSERVER),
     _Dist("acme-disabled", "ackt_disabled", {"acme-disabled": "ackt_disabled"}, _DISABLED),
-    # Literally a bundled default's distribution name (plugins.BUNDLED_DISTRIBUTIONS).
+    # A bundled default, as the real one declares itself: literally its distribution's name,
+    # and its plugin named in the agentcore.defaults group.
     _Dist(
         "agentcore-waiting-trace",
         "ackt_bundled_waiting",
         {"waiting-trace": "ackt_bundled_waiting"},
         _BUNDLED_WAITING,
         version="0.0.1",
+        defaults={"waiting-trace": "waiting_trace"},
     ),
     _Dist(
         "acme-waiting",
@@ -159,6 +213,7 @@ _DISTS = [
     _Dist("acme-claim-b", "ackt_claim_b", {"acme-contested": "ackt_claim_b"}, _CLAIM),
     _Dist("acme-broken", "ackt_broken", {"acme-broken": "ackt_broken"}, _BROKEN),
     _Dist("acme-badstart", "ackt_badstart", {"acme-badstart": "ackt_badstart"}, _BADSTART),
+    _Dist("acme-kinds", "ackt_acme_kinds", {"acme-kinds": "ackt_acme_kinds"}, _ACME_KINDS),
 ]
 
 
@@ -168,6 +223,9 @@ def _write_project(root: Path, dist: _Dist) -> Path:
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(textwrap.dedent(dist.source))
     eps = "\n".join(f'"{name}" = "{target}"' for name, target in dist.entry_points.items())
+    if dist.defaults:
+        eps += '\n\n[project.entry-points."agentcore.defaults"]\n'
+        eps += "\n".join(f'"{name}" = "{section}"' for name, section in dist.defaults.items())
     (project / "pyproject.toml").write_text(
         textwrap.dedent(
             f"""\
@@ -269,11 +327,11 @@ def _no_agentcore_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
-@pytest.fixture(autouse=True)
-def _scripted_kind(scripted_provider: ScriptedProvider) -> ScriptedProvider:
-    """`kind = "scripted"` is a valid kind in every kernel test: agentcore.testing's
-    `scripted_provider`, which `scripted` sets up."""
-    return scripted_provider
+@pytest.fixture
+def scripted_plugins(scripted_provider: ScriptedProvider) -> dict[str, object]:
+    """The plugin through which `kind = "scripted"` is the test's `scripted_provider`, which
+    `scripted` sets up: give it to `Kernel.load(plugins=...)`."""
+    return {"scripted": scripted_kind(scripted_provider)}
 
 
 @pytest.fixture
@@ -289,8 +347,9 @@ def scripted(scripted_provider: ScriptedProvider) -> Callable[..., ScriptedProvi
 
 
 @pytest.fixture
-def make_kernel(tmp_path: Path) -> Callable[..., Kernel]:
-    """`Kernel.load` with explicit plugins and environment, no discovery unless asked."""
+def make_kernel(tmp_path: Path, scripted_plugins: dict[str, object]) -> Callable[..., Kernel]:
+    """`Kernel.load` with explicit plugins (and the scripted kind) and environment, no
+    discovery unless asked."""
 
     def make(
         *,
@@ -304,7 +363,10 @@ def make_kernel(tmp_path: Path) -> Callable[..., Kernel]:
             path = tmp_path / "settings.toml"
             path.write_text(textwrap.dedent(toml))
         return Kernel.load(
-            path, environ={**FAKE_ENV, **(env or {})}, plugins=plugins, discover_plugins=discover
+            path,
+            environ={**FAKE_ENV, **(env or {})},
+            plugins={**scripted_plugins, **(plugins or {})},
+            discover_plugins=discover,
         )
 
     return make

@@ -7,6 +7,9 @@ distributions register.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 from kernel_support import FAKE_ENV, collect, fixture_module, imported, reply, request
 
@@ -23,11 +26,17 @@ def ours(records: list[PluginRecord]) -> dict[tuple[str, str], PluginRecord]:
     return {(r.name, r.distribution): r for r in records if r.name in OURS}
 
 
-def load(env: dict[str, str] | None = None, path: object = None) -> Kernel:
-    return Kernel.load(path, environ={**FAKE_ENV, **(env or {})})  # type: ignore[arg-type]
+@pytest.fixture
+def load(scripted_plugins: dict[str, object]) -> Callable[..., Kernel]:
+    """`Kernel.load` with discovery, the test's environment and the scripted kind."""
+
+    def load(env: dict[str, str] | None = None, path: Path | None = None) -> Kernel:
+        return Kernel.load(path, environ={**FAKE_ENV, **(env or {})}, plugins=scripted_plugins)
+
+    return load
 
 
-async def test_a_plugin_is_found_and_its_hooks_are_called(use_dists, scripted, tmp_path):
+async def test_a_plugin_is_found_and_its_hooks_are_called(use_dists, scripted, tmp_path, load):
     use_dists("acme-observer")
     scripted(reply("hi there"))
     settings = tmp_path / "s.toml"
@@ -46,7 +55,7 @@ async def test_a_plugin_is_found_and_its_hooks_are_called(use_dists, scripted, t
     assert seen[-1] == ("stop",)
 
 
-def test_disabled_in_settings_is_not_imported(use_dists, tmp_path):
+def test_disabled_in_settings_is_not_imported(use_dists, tmp_path, load):
     use_dists("acme-observer", "acme-disabled")
     settings = tmp_path / "s.toml"
     settings.write_text(
@@ -71,7 +80,7 @@ def test_disabled_in_settings_is_not_imported(use_dists, tmp_path):
     ],
     ids=["AGENTCORE_DISABLE_PLUGINS", "AGENTCORE_PLUGINS__DISABLED"],
 )
-def test_disabled_by_environment_is_not_imported(use_dists, env):
+def test_disabled_by_environment_is_not_imported(use_dists, env, load):
     use_dists("acme-observer", "acme-disabled")
     kernel = load(env)
     assert ours(kernel.records)[("acme-disabled", "acme-disabled")].state == "disabled"
@@ -79,7 +88,7 @@ def test_disabled_by_environment_is_not_imported(use_dists, env):
     assert imported("ackt_observer")
 
 
-def test_not_disabled_is_imported(use_dists):
+def test_not_disabled_is_imported(use_dists, load):
     """The control for the two tests above: the same distribution loads when not disabled."""
     use_dists("acme-disabled")
     kernel = load()
@@ -99,7 +108,7 @@ def test_a_bundled_default_alone_is_active(use_dists):
     [("agentcore-waiting-trace", "acme-waiting"), ("acme-waiting", "agentcore-waiting-trace")],
     ids=["default-first-on-path", "replacement-first-on-path"],
 )
-async def test_a_third_party_package_replaces_the_bundled_default(order, use_dists, scripted):
+async def test_a_third_party_package_replaces_the_bundled_default(order, use_dists, scripted, load):
     use_dists(*reversed(order))  # each is put first on sys.path in turn
     scripted(reply("hi"))
     kernel = load()
@@ -115,7 +124,7 @@ async def test_a_third_party_package_replaces_the_bundled_default(order, use_dis
     assert "inference:complete" in fixture_module("ackt_acme_waiting").SEEN
 
 
-def test_two_third_party_claimants_are_an_error_naming_both(use_dists):
+def test_two_third_party_claimants_are_an_error_naming_both(use_dists, load):
     use_dists("acme-claim-a", "acme-claim-b")
     records = ours(discover())
     for dist in ("acme-claim-a", "acme-claim-b"):
@@ -133,7 +142,7 @@ def test_two_third_party_claimants_are_an_error_naming_both(use_dists):
     assert "acme-claim-b" in message
 
 
-def test_two_claimants_of_a_disabled_name_are_not_an_error(use_dists):
+def test_two_claimants_of_a_disabled_name_are_not_an_error(use_dists, load):
     use_dists("acme-claim-a", "acme-claim-b")
     kernel = load({"AGENTCORE_DISABLE_PLUGINS": "acme-contested"})
     contested = [r for r in kernel.records if r.name == "acme-contested"]
@@ -144,7 +153,7 @@ def test_two_claimants_of_a_disabled_name_are_not_an_error(use_dists):
     assert not imported("ackt_claim_a")
 
 
-def test_a_plugin_that_fails_to_import_stops_a_strict_load(use_dists):
+def test_a_plugin_that_fails_to_import_stops_a_strict_load(use_dists, load):
     use_dists("acme-observer", "acme-broken")
     with pytest.raises(PluginLoadError) as caught:
         load()
@@ -155,7 +164,7 @@ def test_a_plugin_that_fails_to_import_stops_a_strict_load(use_dists):
     assert [r.name for r in caught.value.failed] == ["acme-broken"]
 
 
-async def test_a_plugin_that_fails_to_import_is_skipped_when_not_strict(use_dists, scripted):
+async def test_a_plugin_that_fails_to_import_is_skipped_when_not_strict(use_dists, scripted, load):
     use_dists("acme-observer", "acme-broken")
     scripted(reply("hi"))
     kernel = load({"AGENTCORE_PLUGINS__STRICT": "false"})
@@ -169,7 +178,7 @@ async def test_a_plugin_that_fails_to_import_is_skipped_when_not_strict(use_dist
     assert ("trace", "inference:complete") in fixture_module("ackt_observer").SEEN
 
 
-async def test_a_plugin_that_fails_to_start_stops_a_strict_start(use_dists):
+async def test_a_plugin_that_fails_to_start_stops_a_strict_start(use_dists, load):
     use_dists("acme-observer", "acme-badstart")
     kernel = load()
     with pytest.raises(PluginLoadError) as caught:
@@ -182,7 +191,7 @@ async def test_a_plugin_that_fails_to_start_stops_a_strict_start(use_dists):
 
 
 async def test_a_plugin_that_fails_to_start_is_dropped_when_not_strict(
-    use_dists, scripted, tmp_path
+    use_dists, scripted, tmp_path, load
 ):
     use_dists("acme-observer", "acme-badstart")
     scripted(reply("hi"))

@@ -4,6 +4,7 @@ semantics, argument subsets, and how failures of observers and deciders are cont
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from kernel_support import (
@@ -669,3 +670,42 @@ def test_an_async_settings_hook_fails_its_plugin_saying_why(make_kernel):
     with pytest.raises(PluginLoadError) as caught:
         make_kernel(plugins={"eager": AsyncSettings})
     assert "eager" in str(caught.value) and "must be a plain function" in str(caught.value)
+
+
+class ContextUser:
+    """Starts with the narrow context, and runs an inference through it."""
+
+    def __init__(self) -> None:
+        self.context: Any = None
+
+    @hookimpl
+    def agentcore_start(self, context: Any) -> None:
+        self.context = context
+
+
+async def test_a_plugin_sees_the_kernel_through_a_narrow_context(make_kernel, scripted):
+    scripted(reply("through the context"))
+    user = ContextUser()
+    kernel = make_kernel(
+        plugins={"user": user},
+        toml='[inference]\nmax_stated_wait_s = 42\n[providers.loud]\nkind = "echo"\n',
+    )
+    async with kernel:
+        context = user.context
+        assert not hasattr(context, "kernel")
+        assert context.name == "user" and context.settings is None
+        assert context.inference.max_stated_wait_s == 42
+        assert {n: p.kind for n, p in context.providers.items()} == {
+            "echo": "echo",
+            "fake": "scripted",
+            "loud": "echo",
+        }
+        with pytest.raises(TypeError):
+            context.providers["new"] = context.providers["echo"]  # read-only
+        context.inference.max_stated_wait_s = 0  # its own copy: the kernel's stays
+        assert kernel.settings.inference.max_stated_wait_s == 42
+        assert (await context.complete(request())).text == "through the context"
+        events = await collect(context.stream(request()))
+        assert isinstance(events[-1], Complete)
+        assert not context.stopping.is_set()
+    assert context.stopping.is_set()

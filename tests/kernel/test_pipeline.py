@@ -566,15 +566,15 @@ class RefusesAtCall:
 async def test_a_provider_that_raises_at_call_ends_the_stream_with_one_terminal(
     error, make_kernel, scripted, log_lines
 ):
-    from agentcore.testing import registered_kind
+    from agentcore.testing import ProviderKindsPlugin
 
     traces = Traces()
-    with registered_kind("scripted", lambda *a: RefusesAtCall(error)):
-        kernel = make_kernel(plugins={"traces": traces})
-        async with kernel:
-            (failed,) = await collect(kernel.stream(request()))
-            with pytest.raises(InferenceError) as caught:
-                await kernel.complete(request())
+    refuses = ProviderKindsPlugin({"scripted": lambda *a: RefusesAtCall(error)})
+    kernel = make_kernel(plugins={"traces": traces, "scripted": refuses})
+    async with kernel:
+        (failed,) = await collect(kernel.stream(request()))
+        with pytest.raises(InferenceError) as caught:
+            await kernel.complete(request())
     assert isinstance(failed, Failed)
     for message in (str(failed.error), str(caught.value)):
         assert ("needs a base_url" if isinstance(error, InferenceError) else "KeyError") in message

@@ -12,12 +12,21 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 
 from agentcore.kernel import Kernel
-from agentcore.plugins import BUNDLED_DISTRIBUTIONS
+from agentcore.plugins import default_sections
 from agentcore.settings import _unwrap as unwrap  # `X | None`, `Annotated[X, ...]`: X
 from agentcore.settings import load_settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-BUNDLED_SECTIONS = {"retry", "provider_hold", "waiting_trace", "mcpl.routing", "rate_limit"}
+BUNDLED_SECTIONS = {
+    "traces",
+    "retry",
+    "provider_hold",
+    "waiting_trace",
+    "mcpl.routing",
+    "otel",
+    "console",
+    "rate_limit",
+}
 
 
 def readme_reference() -> dict[str, Any]:
@@ -34,7 +43,7 @@ def settings_model() -> type[BaseModel]:
     sections = {
         r.section.path: r.section.model
         for r in records
-        if r.section is not None and r.distribution in BUNDLED_DISTRIBUTIONS
+        if r.section is not None and r.section.path in default_sections()
     }
     assert set(sections) == BUNDLED_SECTIONS
     return type(load_settings(None, sections=sections, environ={}).settings)
@@ -56,6 +65,8 @@ def settable(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
     """Every key path a user can set; a table keyed by a user's name is ``*``."""
     for name, field in model.model_fields.items():
         annotation = unwrap(field.annotation)
+        if field.exclude:  # a moved key, kept only to say where it went
+            continue
         if is_model(annotation):
             yield from settable(annotation, f"{prefix}{name}.")
         elif (values := table_of_models(annotation)) is not None:
@@ -96,7 +107,7 @@ def test_the_comparison_sees_tables_keyed_by_name() -> None:
         "providers.*.kind",
         "mcpl.servers.*.max_frame_bytes",
         "mcpl.servers.*.cwd",
-        "retry.max_stated_wait_s",
+        "inference.max_stated_wait_s",
         "retry.providers.*.overloaded.jitter_s",
         "mcpl.routing.default",
     } <= expected

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentcore.default_plugins.provider_kinds import agentcore_provider_kinds
 from agentcore.inference import (
     Complete,
     Failed,
@@ -20,6 +21,7 @@ from agentcore.inference import (
 from agentcore.providers.base import Provider
 from agentcore.providers.sse import SSEDecoder
 from agentcore.providers.wire import Translator
+from agentcore.settings import InferenceSettings, ProviderSettings
 from agentcore.testing import LoopbackServer, Scenario
 
 KEY = "sk-test-secret-key-123456"
@@ -27,6 +29,12 @@ KEY_ENV = "PROVIDER_TEST_KEY"
 
 SNOWMAN = "\u2603"  # three bytes in UTF-8
 FACE = "\U0001f642"  # four bytes in UTF-8
+
+
+def create_provider(name: str, config: ProviderSettings, inference: InferenceSettings) -> Provider:
+    """A built-in provider made as a kernel makes it: by its kind's factory, from the
+    built-in plugin's `agentcore_provider_kinds`."""
+    return agentcore_provider_kinds()[config.kind](name, config, inference)
 
 
 def request(text: str = "hi", **kwargs: Any) -> Request:

@@ -14,6 +14,7 @@ from providers_support import (
     SNOWMAN,
     awkward_cuts,
     collect,
+    create_provider,
     invisible,
     raw,
     request,
@@ -41,7 +42,6 @@ from agentcore.inference import (
     UsageUpdate,
 )
 from agentcore.log import redact
-from agentcore.providers import create_provider
 from agentcore.providers.anthropic import AnthropicProvider, AnthropicTranslator
 from agentcore.settings import InferenceSettings, ProviderSettings
 from agentcore.testing import LoopbackServer, Scenario

@@ -15,6 +15,7 @@ from providers_support import (
     SNOWMAN,
     awkward_cuts,
     collect,
+    create_provider,
     invisible,
     raw,
     request,
@@ -42,7 +43,6 @@ from agentcore.inference import (
     ToolUseBlock,
 )
 from agentcore.log import redact
-from agentcore.providers import create_provider
 from agentcore.providers.openai import FINISH_ERROR, OpenAIProvider, OpenAITranslator
 from agentcore.settings import InferenceSettings, ProviderSettings
 from agentcore.testing import LoopbackServer, Scenario

@@ -7,10 +7,9 @@ from contextlib import aclosing
 
 import pytest
 
-from agentcore import providers
 from agentcore.inference import Complete, Failed, InferenceError, Message, Request, Token
 from agentcore.kernel import Kernel
-from agentcore.settings import provider_kinds
+from agentcore.settings import SettingsError
 from agentcore.testing import (
     NO_TERMINAL,
     STALL,
@@ -18,7 +17,7 @@ from agentcore.testing import (
     ScriptedProvider,
     Stall,
     TraceRecorder,
-    registered_kind,
+    scripted_kind,
     text_response,
 )
 
@@ -70,15 +69,14 @@ async def test_a_stream_closed_before_its_terminal_ends_with_generator_exit() ->
     assert provider.endings == ["GeneratorExit"]
 
 
-def test_registered_kind_restores_the_registry() -> None:
-    assert "scripted" not in providers.kinds()
-    with registered_kind("scripted", lambda *a: ScriptedProvider()):
-        assert "scripted" in providers.kinds() and "scripted" in provider_kinds()
-        with registered_kind("scripted", lambda *a: ScriptedProvider(name="other")):
-            pass
-        assert providers.unregister_kind("scripted") is not None
-        assert providers.register_kind("scripted", lambda *a: ScriptedProvider()) is None
-    assert "scripted" not in providers.kinds()
+def test_the_scripted_kind_is_the_loading_kernels_alone(tmp_path) -> None:
+    path = tmp_path / "agentcore.toml"
+    path.write_text('[providers.fake]\nkind = "scripted"\n')
+    plugins = {"scripted": scripted_kind(ScriptedProvider())}
+    kernel = Kernel.load(path, environ={}, discover_plugins=False, plugins=plugins)
+    assert "scripted" in kernel.kinds and kernel.kinds.plugin("scripted") == "scripted"
+    with pytest.raises(SettingsError, match="unknown provider kind 'scripted'"):
+        Kernel.load(path, environ={}, discover_plugins=False)  # another kernel: no such kind
 
 
 async def test_the_fixtures_serve_a_kernel(
@@ -87,9 +85,8 @@ async def test_the_fixtures_serve_a_kernel(
     scripted_provider.script = [InferenceError("server", "boom", status=500)]
     path = tmp_path / "agentcore.toml"
     path.write_text('[providers.fake]\nkind = "scripted"\n')
-    async with Kernel.load(
-        path, environ={}, discover_plugins=False, plugins={"traces": trace_recorder}
-    ) as kernel:
+    plugins = {"traces": trace_recorder, "scripted": scripted_kind(scripted_provider)}
+    async with Kernel.load(path, environ={}, discover_plugins=False, plugins=plugins) as kernel:
         with pytest.raises(InferenceError):
             await kernel.complete(req())
         assert (await kernel.complete(req())).text == "hello"

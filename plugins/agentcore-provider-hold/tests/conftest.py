@@ -10,7 +10,7 @@ import pytest
 from agentcore_provider_hold import ProviderHold
 
 from agentcore.kernel import Kernel
-from agentcore.testing import ScriptedProvider, TraceRecorder
+from agentcore.testing import ScriptedProvider, TraceRecorder, scripted_kind
 
 
 @pytest.fixture
@@ -32,9 +32,11 @@ kind = "scripted"
 
 
 @pytest.fixture
-def load(tmp_path: Path, recorder: TraceRecorder) -> Callable[..., Kernel]:
-    """A kernel with only the provider hold (and the recorder, and any `plugins`); `hold`
-    is [provider_hold]."""
+def load(
+    tmp_path: Path, recorder: TraceRecorder, provider: ScriptedProvider
+) -> Callable[..., Kernel]:
+    """A kernel with only the provider hold (and the recorder, the scripted kind, and any
+    `plugins`); `hold` is [provider_hold]."""
 
     def _load(
         hold: str = "", extra: str = "", plugins: dict[str, object] | None = None, **environ: str
@@ -45,7 +47,12 @@ def load(tmp_path: Path, recorder: TraceRecorder) -> Callable[..., Kernel]:
             path,
             environ=environ,
             discover_plugins=False,
-            plugins={"provider-hold": ProviderHold, "recorder": recorder, **(plugins or {})},
+            plugins={
+                "provider-hold": ProviderHold,
+                "recorder": recorder,
+                "scripted": scripted_kind(provider),
+                **(plugins or {}),
+            },
         )
 
     return _load

@@ -142,6 +142,20 @@ async def test_a_wait_over_max_wait_fails_at_once_naming_provider_model_and_wait
     assert len(recorder.of("provider:hold")) == 1  # its own error started no new hold
 
 
+async def test_unset_max_wait_is_the_kernels_limit_on_a_stated_wait(
+    load: Load, provider: Any
+) -> None:
+    """One limit for every policy that waits: [inference] max_stated_wait_s, unless the
+    deployment gives the hold its own."""
+    provider.script = [limited(retry_after_s=300)]
+    async with load(extra="[inference]\nmax_stated_wait_s = 120\n") as kernel:
+        await fail(kernel, req())
+        held = await fail(kernel, req())
+    assert "120 s, [inference] max_stated_wait_s" in str(held)
+    assert held.code == HOLD_TOO_LONG
+    assert len(provider.starts()) == 1
+
+
 async def test_the_longest_hold_wins(load: Load, provider: Any, recorder: Any) -> None:
     # Two calls in flight when the provider limits each time (same latency: they end in order).
     provider.script = [limited(30), limited(10), limited(10), limited(60)]

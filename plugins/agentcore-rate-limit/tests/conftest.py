@@ -12,7 +12,7 @@ import pytest
 from agentcore_rate_limit import RateLimit
 
 from agentcore.kernel import Kernel
-from agentcore.testing import ScriptedProvider, TraceRecorder
+from agentcore.testing import ScriptedProvider, TraceRecorder, scripted_kind
 from agentcore.testing.redis import RedisServer
 
 BASE = """
@@ -39,7 +39,11 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def load(
-    tmp_path: Path, recorder: TraceRecorder, backend: str, redis_server: RedisServer
+    tmp_path: Path,
+    recorder: TraceRecorder,
+    provider: ScriptedProvider,
+    backend: str,
+    redis_server: RedisServer,
 ) -> Callable[..., Kernel]:
     """``load(limits, extra=..., plugins=...)``: a kernel with the rate limit; `limits` is
     the body of [rate_limit]. Every kernel of one test shares the store (one Redis prefix),
@@ -52,7 +56,11 @@ def load(
         fleet += f'key_prefix = "{prefix}"\n'
         path = tmp_path / f"agentcore-{len(loaded)}.toml"
         path.write_text(f"{BASE}\n{fleet}\n[rate_limit]\n{limits}\n{extra}")
-        own = {"rate-limit": RateLimit, **({} if loaded else {"recorder": recorder})}
+        own = {
+            "rate-limit": RateLimit,
+            "scripted": scripted_kind(provider),
+            **({} if loaded else {"recorder": recorder}),
+        }
         kernel = Kernel.load(
             path, environ={}, discover_plugins=False, plugins={**(plugins or {}), **own}
         )

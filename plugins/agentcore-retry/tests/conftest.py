@@ -10,7 +10,7 @@ import pytest
 from agentcore_retry import RetryPolicy
 
 from agentcore.kernel import Kernel
-from agentcore.testing import ScriptedProvider, TraceRecorder
+from agentcore.testing import ScriptedProvider, TraceRecorder, scripted_kind
 
 
 @pytest.fixture
@@ -42,7 +42,9 @@ def traces(trace_recorder: TraceRecorder) -> TraceRecorder:
 
 
 @pytest.fixture
-def load(tmp_path: Path, traces: TraceRecorder) -> Callable[..., Kernel]:
+def load(
+    tmp_path: Path, traces: TraceRecorder, provider: ScriptedProvider
+) -> Callable[..., Kernel]:
     """Build a kernel with only the retry plugin (and the trace log), from FAST plus `extra`."""
 
     def _load(extra: str = "", plugins: dict[str, object] | None = None, **environ: str) -> Kernel:
@@ -52,7 +54,12 @@ def load(tmp_path: Path, traces: TraceRecorder) -> Callable[..., Kernel]:
             path,
             environ=environ,
             discover_plugins=False,
-            plugins={"retry": RetryPolicy, "trace-log": traces, **(plugins or {})},
+            plugins={
+                "retry": RetryPolicy,
+                "trace-log": traces,
+                "scripted": scripted_kind(provider),
+                **(plugins or {}),
+            },
         )
 
     return _load

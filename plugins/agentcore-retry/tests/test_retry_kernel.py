@@ -111,11 +111,11 @@ async def test_a_stated_wait_over_the_limit_fails_at_once(
     load: Load, provider: Any, traces: Any
 ) -> None:
     provider.script = [err("rate_limit", status=429, retry_after_s=900)]
-    async with load(AGENTCORE_RETRY__MAX_STATED_WAIT_S="60") as kernel:
+    async with load(AGENTCORE_INFERENCE__MAX_STATED_WAIT_S="60") as kernel:
         with pytest.raises(InferenceError) as caught:
             await kernel.complete(request())
     assert "asked to wait 900 s" in str(caught.value)
-    assert "60 s allowed ([retry] max_stated_wait_s)" in str(caught.value)
+    assert "60 s allowed ([inference] max_stated_wait_s)" in str(caught.value)
     assert len(provider.calls) == 1
     assert traces.of("inference:retry") == []
     [fail] = traces.of("inference:fail")
@@ -128,21 +128,33 @@ class HoldSettings(Section):
 
 
 class StandInHold:
-    """Only the settings of a plugin named provider-hold: retry must take its limit."""
+    """Only the settings of a plugin named provider-hold: retry never reads them."""
 
     def agentcore_settings(self) -> SettingsSection:
         return SettingsSection("provider_hold", HoldSettings)
 
 
-async def test_the_limit_is_the_provider_holds_when_it_is_active(load: Load, provider: Any) -> None:
+async def test_the_limit_is_the_kernels_whatever_another_plugin_says(
+    load: Load, provider: Any
+) -> None:
     provider.script = [err("rate_limit", status=429, retry_after_s=45)]
     hold = {"provider-hold": StandInHold}
-    async with load("\n[provider_hold]\nmax_wait_s = 30\n", plugins=hold) as kernel:
+    settings = "\n[provider_hold]\nmax_wait_s = 600\n\n[inference]\nmax_stated_wait_s = 30\n"
+    async with load(settings, plugins=hold) as kernel:
         with pytest.raises(InferenceError) as caught:
             await kernel.complete(request())
     assert "asked to wait 45 s" in str(caught.value)
-    assert "30 s allowed ([provider_hold] max_wait_s)" in str(caught.value)
+    assert "30 s allowed ([inference] max_stated_wait_s)" in str(caught.value)
     assert len(provider.calls) == 1
+
+
+def test_the_old_retry_key_for_the_limit_says_where_it_went(load: Load) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load(AGENTCORE_RETRY__MAX_STATED_WAIT_S="60")
+    (problem,) = caught.value.problems
+    assert problem.startswith("environment AGENTCORE_RETRY__MAX_STATED_WAIT_S: ")
+    assert "retry.max_stated_wait_s: " in problem
+    assert "moved to [inference] max_stated_wait_s" in problem
 
 
 async def test_a_disabled_provider_hold_leaves_the_retry_limit(load: Load, provider: Any) -> None:

@@ -27,9 +27,10 @@ FAST = {
 
 @pytest.fixture
 def kernel_for(loopback_settings: Callable[..., Path], traces: Any) -> Callable[..., Kernel]:
-    def build(**retry: Any) -> Kernel:
+    def build(inference: dict[str, Any] | None = None, **retry: Any) -> Kernel:
         path = loopback_settings(
             providers={"anthropic": "anthropic", "openai": "openai"},
+            inference=inference,
             sections={"retry": {**FAST, **retry}},
         )
         return Kernel.load(
@@ -139,7 +140,7 @@ async def test_a_stated_wait_over_the_limit_fails_at_once(
     loopback_provider.script(
         Scenario.rate_limit(retry_after=900), Scenario.text("never sent"), provider=wire
     )
-    async with kernel_for(max_stated_wait_s=600) as kernel:
+    async with kernel_for(inference={"max_stated_wait_s": 600}) as kernel:
         with pytest.raises(InferenceError) as caught:
             await kernel.complete(request(wire))
     assert "asked to wait 900 s" in str(caught.value)

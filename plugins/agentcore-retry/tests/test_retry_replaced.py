@@ -14,7 +14,7 @@ import pytest
 
 from agentcore.inference import InferenceError, Message, Request
 from agentcore.kernel import Kernel
-from agentcore.testing import API_KEY, API_KEY_ENV
+from agentcore.testing import API_KEY, API_KEY_ENV, scripted_kind
 
 LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
@@ -80,7 +80,8 @@ async def test_the_replacement_is_loaded_instead_and_decides(
 ) -> None:
     path = tmp_path / "agentcore.toml"
     path.write_text(SETTINGS)
-    kernel = Kernel.load(path, environ=LOOPBACK_ENV, plugins={"trace-log": traces})
+    plugins = {"trace-log": traces, "scripted": scripted_kind(provider)}
+    kernel = Kernel.load(path, environ=LOOPBACK_ENV, plugins=plugins)
     records = {(r.name, r.distribution): r for r in kernel.records}
     default = records["retry", "agentcore-retry"]
     assert default.describe_state() == "replaced by acme-retry"

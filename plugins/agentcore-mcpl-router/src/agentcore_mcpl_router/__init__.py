@@ -4,7 +4,7 @@ Routing (``[mcpl.routing]``): ``overrides[conversationId]``, then
 ``by_feature[featureSet]``, then ``wildcards`` (``*`` is one segment), then
 ``default``; a request no rule routes is answered -32603 saying so.
 
-The answer (DESIGN.md, "The MCPL router"): a result only for an inference that
+The answer (docs/mcpl-router.md): a result only for an inference that
 completed with a stop MCPL can name (``end_turn``, ``max_tokens``,
 ``stop_sequence``) and called no tool; -32603 with the cause for every other
 ending, streamed or not, each with an ``mcpl:inference_fail`` trace. In XML tool
@@ -41,15 +41,20 @@ from agentcore.inference import (
     TextBlock,
     Token,
 )
+from agentcore.inference.calls import split_model
 from agentcore.inference.outcome import (
     aborted_message,
     completion_problem,
     failure_message,
     result_object,
 )
-from agentcore.kernel import Kernel, split_model
-from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
-from agentcore.mcpl.protocol import INTERNAL_ERROR, INVALID_PARAMS, McplError, McplRequest
+from agentcore.mcpl.protocol import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    SHUTDOWN_MESSAGE,
+    McplError,
+    McplRequest,
+)
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.settings import ModelReference, Section
 
@@ -163,9 +168,9 @@ class McplRouter:
         self._context = context
 
     @property
-    def _kernel(self) -> Kernel:
+    def _started(self) -> PluginContext:
         assert self._context is not None, "the mcpl-router plugin was not started"
-        return self._context.kernel
+        return self._context
 
     @property
     def _routing(self) -> RoutingSettings:
@@ -186,7 +191,7 @@ class McplRouter:
         if default is None:
             raise McplError(INTERNAL_ERROR, "No default model is routed ([mcpl.routing] default)")
         name, model = split_model(default)
-        provider = self._kernel.settings.providers.get(name)
+        provider = self._started.providers.get(name)
         return {"id": model, "vendor": provider.kind if provider else name, "provider": name}
 
     async def answer_inference(self, request: McplRequest) -> dict[str, Any]:
@@ -229,7 +234,7 @@ class McplRouter:
             if stream:
                 response = await self._streamed(request, inference)
             else:
-                response = await self._kernel.complete(inference)
+                response = await self._started.complete(inference)
             problem = completion_problem(response)
             if problem is not None:
                 raise InferenceError("unknown", problem, retryable=False)
@@ -276,7 +281,7 @@ class McplRouter:
     async def _streamed(self, request: McplRequest, inference: Request) -> Response:
         """Forward visible text as chunks, in order, then hand back the response (or raise)."""
         index = 0
-        async with aclosing(self._kernel.stream(inference)) as events:
+        async with aclosing(self._started.stream(inference)) as events:
             async for event in events:
                 if type(event) is Token:
                     if event.visible and event.text:

@@ -6,8 +6,9 @@ calls to that provider and model wait at admission instead of hitting it again.
   the provider's stated wait ends, or for ``default_hold_s`` when it stated none.
   The longest hold wins: a shorter stated wait never shortens one.
 - While a key is held, `on_admission` waits, announced as a ``hold`` wait: no
-  provider call is made. A call that would wait longer than ``max_wait_s`` in all
-  fails at once, naming the provider, model and remaining wait.
+  provider call is made. A call that would wait longer than ``max_wait_s`` (unset:
+  ``[inference] max_stated_wait_s``) in all fails at once, naming the provider,
+  model and remaining wait.
 - When the hold ends one call goes first (the probe). Only its success releases
   the others; a rate_limit or overloaded failure starts a new hold; any other
   ending lets the next waiter be the probe.
@@ -69,9 +70,9 @@ probe lost with its replica hands over to the next call within this."""
 class HoldSettings(Section):
     """``[provider_hold]``."""
 
-    max_wait_s: float = Field(default=600.0, ge=0)
-    """A call that would wait longer than this, in all, fails at once, saying why. The
-    retry plugin uses the same limit for a provider's stated wait."""
+    max_wait_s: float | None = Field(default=None, ge=0)
+    """A call that would wait longer than this, in all, fails at once, saying why. Unset:
+    ``[inference] max_stated_wait_s``, the limit the retry policy uses for a stated wait."""
     default_hold_s: float = Field(default=5.0, ge=0)
     """The hold after a rate limit or overload that stated no wait."""
     key: Literal["provider_model", "provider"] = "provider_model"
@@ -106,12 +107,18 @@ def _seconds(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
-def hold_too_long(attempt: Attempt, hold: Hold, remaining: float, limit: float) -> InferenceError:
+def hold_too_long(
+    attempt: Attempt,
+    hold: Hold,
+    remaining: float,
+    limit: float,
+    key: str = MAX_WAIT_SETTING,
+) -> InferenceError:
     return InferenceError(
         "rate_limit" if hold.reason == "rate_limit" else "overloaded",
         f"Provider {attempt.provider!r} model {attempt.model!r} is held for another "
         f"{_seconds(remaining)} s after a {hold.reason.replace('_', ' ')} error, longer than "
-        f"a call may wait ({_seconds(limit)} s, {MAX_WAIT_SETTING})",
+        f"a call may wait ({_seconds(limit)} s, {key})",
         retryable=False,
         code=HOLD_TOO_LONG,
         retry_after_s=remaining,
@@ -135,6 +142,8 @@ class ProviderHold:
         """This replica's probes in flight, owner to key: only a probe's outcome releases
         a hold or hands the probe on, so any other attempt's end costs no store call."""
         self._renewer: asyncio.Task[None] | None = None
+        self._limit: tuple[float, str] = (600.0, "[inference] max_stated_wait_s")
+        """The longest a call waits here in all, and the settings key that says so."""
 
     @property
     def store(self) -> FleetStore:
@@ -155,7 +164,11 @@ class ProviderHold:
         if isinstance(context.settings, HoldSettings):
             self.settings = context.settings
         # How long an ended hold waits for its probe before it goes by itself.
-        self._linger_s = context.kernel.settings.inference.request_timeout_s
+        self._linger_s = context.inference.request_timeout_s
+        if self.settings.max_wait_s is not None:
+            self._limit = (self.settings.max_wait_s, MAX_WAIT_SETTING)
+        else:
+            self._limit = (context.inference.max_stated_wait_s, "[inference] max_stated_wait_s")
 
     @hookimpl
     def agentcore_stop(self) -> None:
@@ -180,7 +193,7 @@ class ProviderHold:
             outage_traced = True
         owner = f"{self._owner_prefix}:{attempt.inference.id}:{attempt.number}"
         started = time.monotonic()
-        max_wait = self.settings.max_wait_s
+        max_wait, setting = self._limit
         async with AsyncExitStack() as stack:
             wait: Wait | None = None
             while True:
@@ -194,7 +207,7 @@ class ProviderHold:
                     remaining = hold.remaining_s
                     if remaining > 0:
                         if time.monotonic() - started + remaining > max_wait:
-                            raise hold_too_long(attempt, hold, remaining, max_wait)
+                            raise hold_too_long(attempt, hold, remaining, max_wait, setting)
                         until: float | None = time.monotonic() + remaining
                         sleep_s = remaining
                     elif await store.claim_probe(key, owner, PROBE_LEASE_S):
@@ -208,9 +221,7 @@ class ProviderHold:
                     outage_traced = True
                     waited = time.monotonic() - started
                     if waited >= max_wait:
-                        raise unavailable_error(
-                            store, exc, waited, max_wait, MAX_WAIT_SETTING
-                        ) from exc
+                        raise unavailable_error(store, exc, waited, max_wait, setting) from exc
                     until, sleep_s = None, poll_s(at_most=max_wait - waited)
                 if wait is None:
                     wait = await stack.enter_async_context(self._waiting(attempt, until))

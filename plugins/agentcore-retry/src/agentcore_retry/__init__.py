@@ -29,17 +29,9 @@ from agentcore_retry.policy import (
 )
 from agentcore_retry.settings import ProviderOverride, RetrySettings, Schedule, ScheduleOverride
 
-HOLD_PLUGIN = "provider-hold"
-
-
-def max_stated_wait(context: PluginContext, own: RetrySettings) -> tuple[float, str]:
-    """One limit on a stated wait for the whole host: the provider hold's when it is active."""
-    hold_active = any(r.name == HOLD_PLUGIN and r.state == "active" for r in context.kernel.records)
-    section = context.kernel.settings.section("provider_hold") if hold_active else None
-    limit = getattr(section, "max_wait_s", None)
-    if isinstance(limit, int | float):
-        return float(limit), "[provider_hold] max_wait_s"
-    return own.max_stated_wait_s, "[retry] max_stated_wait_s"
+LIMIT_KEY = "[inference] max_stated_wait_s"
+"""Where the longest stated wait a call may honour is set: the kernel's, shared by every
+policy that waits."""
 
 
 class RetryPolicy:
@@ -47,10 +39,7 @@ class RetryPolicy:
 
     def __init__(self) -> None:
         self.settings = RetrySettings()
-        self.max_stated_wait: tuple[float, str] = (
-            self.settings.max_stated_wait_s,
-            "[retry] max_stated_wait_s",
-        )
+        self.max_stated_wait: tuple[float, str] = (600.0, LIMIT_KEY)
 
     @hookimpl
     def agentcore_settings(self) -> SettingsSection:
@@ -60,7 +49,7 @@ class RetryPolicy:
     def agentcore_start(self, context: PluginContext) -> None:
         if isinstance(context.settings, RetrySettings):
             self.settings = context.settings
-        self.max_stated_wait = max_stated_wait(context, self.settings)
+        self.max_stated_wait = (context.inference.max_stated_wait_s, LIMIT_KEY)
 
     @hookimpl
     def on_inference_error(self, attempt: Attempt, error: InferenceError) -> Decision:
@@ -75,6 +64,7 @@ class RetryPolicy:
 
 
 __all__ = [
+    "LIMIT_KEY",
     "NEVER_RETRIED",
     "ProviderOverride",
     "RetryPolicy",

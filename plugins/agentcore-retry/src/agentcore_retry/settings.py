@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from agentcore.settings import ProviderName, Section
 
@@ -57,9 +57,16 @@ class RetrySettings(Schedule):
     ``max_attempts``, not the general one, caps those retries."""
     providers: dict[ProviderName, ProviderOverride] = Field(default_factory=dict)
     """Keyed by the ``[providers.NAME]`` name; a name no provider has is an error."""
-    max_stated_wait_s: float = Field(default=600.0, ge=0)
-    """A provider that asks to wait longer fails the call at once. When the provider-hold
-    plugin is active its ``[provider_hold] max_wait_s`` is used instead, so there is one limit."""
+    max_stated_wait_s: None = Field(default=None, exclude=True)
+    """Moved to ``[inference] max_stated_wait_s`` (one limit for every policy that waits);
+    setting it here is an error that says so."""
+
+    @field_validator("max_stated_wait_s", mode="before")
+    @classmethod
+    def _moved(cls, value: object) -> None:
+        if value is not None:
+            raise ValueError("this key moved to [inference] max_stated_wait_s")
+        return None
 
     def schedule_for(self, provider: str, overloaded: bool) -> Schedule:
         """The schedule for this provider and error: general, then the provider's override."""

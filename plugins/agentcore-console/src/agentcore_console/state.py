@@ -1,0 +1,275 @@
+"""The host's live state, folded from trace events: what the console page and ``/status`` show.
+
+`HostState.apply` is called from `on_trace` for every event and does only dictionary
+work (no I/O, no awaiting); `snapshot()` is the JSON object the page renders, built
+when a client asks, not per event. Everything kept is bounded: in-flight entries end
+with their terminal traces, and failures and the throughput window are capped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from agentcore.traces import TraceEvent
+
+LAST_FAILURES = 20
+THROUGHPUT_WINDOW_MS = 60_000
+MAX_RECENT_COMPLETIONS = 10_000
+"""At most this many completions are kept for the one-minute throughput figure."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class HostState:
+    """See the module docstring. `version` grows with every event that changed something."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.started_ms = _now_ms()
+        self.providers: dict[str, dict[str, Any]] = {}
+        self.holds: dict[tuple[str, str], dict[str, Any]] = {}
+        self.waiting: dict[str, dict[str, Any]] = {}
+        self.inferences: dict[str, dict[str, Any]] = {}
+        self.servers: dict[str, dict[str, Any]] = {}
+        self.failures: deque[dict[str, Any]] = deque(maxlen=LAST_FAILURES)
+        self.totals = {
+            "started": 0,
+            "completed": 0,
+            "failed": 0,
+            "inputTokens": 0,
+            "outputTokens": 0,
+        }
+        self._completions: deque[int] = deque(maxlen=MAX_RECENT_COMPLETIONS)
+        self._handlers: dict[str, Callable[[TraceEvent], None]] = {
+            "inference:start": self._start,
+            "inference:complete": self._complete,
+            "inference:fail": self._fail,
+            "inference:retry": self._retry,
+            "inference:waiting": self._waiting,
+            "provider:hold": self._hold,
+            "provider:release": self._release,
+            "mcpl:server_state": self._server_state,
+            "mcpl:policy_change": self._policy_change,
+            "mcpl:inference_start": self._mcpl_start,
+            "mcpl:inference_complete": self._mcpl_end,
+            "mcpl:inference_fail": self._mcpl_end,
+        }
+
+    def apply(self, event: TraceEvent) -> bool:
+        """Fold one trace in; True when it changed what the page shows."""
+        handler = self._handlers.get(event.type)
+        if handler is None:
+            return False
+        handler(event)
+        self.version += 1
+        return True
+
+    # -- inferences ----------------------------------------------------------------------
+
+    def _provider(self, name: str) -> dict[str, Any]:
+        provider = self.providers.get(name)
+        if provider is None:
+            provider = {"name": name, "kind": None, "inFlight": 0, "completed": 0, "failed": 0}
+            self.providers[name] = provider
+        return provider
+
+    def _start(self, event: TraceEvent) -> None:
+        f = event.fields
+        provider = self._provider(str(f.get("provider")))
+        provider["kind"] = f.get("providerKind") or provider["kind"]
+        provider["inFlight"] += 1
+        self.totals["started"] += 1
+        self.inferences[str(f.get("inferenceId"))] = {
+            "inferenceId": f.get("inferenceId"),
+            "model": f.get("model"),
+            "provider": f.get("provider"),
+            "streamed": f.get("streamed"),
+            "serverId": f.get("serverId"),
+            "attempt": 1,
+            "sinceMs": event.timestamp,
+        }
+
+    def _end(self, event: TraceEvent) -> dict[str, Any] | None:
+        f = event.fields
+        inference = self.inferences.pop(str(f.get("inferenceId")), None)
+        for wait_id in [
+            w for w, v in self.waiting.items() if v["inferenceId"] == f.get("inferenceId")
+        ]:
+            del self.waiting[wait_id]  # a wait cut short by the end (shutdown) ends with it
+        if inference is not None:
+            provider = self._provider(str(inference["provider"]))
+            provider["inFlight"] = max(0, provider["inFlight"] - 1)
+        return inference
+
+    def _complete(self, event: TraceEvent) -> None:
+        f = event.fields
+        inference = self._end(event)
+        if inference is not None:
+            self._provider(str(inference["provider"]))["completed"] += 1
+        self.totals["completed"] += 1
+        self.totals["inputTokens"] += int(f.get("inputTokens") or 0)
+        self.totals["outputTokens"] += int(f.get("outputTokens") or 0)
+        self._completions.append(event.timestamp)
+
+    def _fail(self, event: TraceEvent) -> None:
+        f = event.fields
+        inference = self._end(event)
+        if inference is not None:
+            self._provider(str(inference["provider"]))["failed"] += 1
+        self.totals["failed"] += 1
+        self.failures.appendleft(
+            {
+                "atMs": event.timestamp,
+                "inferenceId": f.get("inferenceId"),
+                "model": f.get("model"),
+                "serverId": f.get("serverId"),
+                "errorKind": f.get("errorKind"),
+                "error": f.get("error"),
+            }
+        )
+
+    def _retry(self, event: TraceEvent) -> None:
+        inference = self.inferences.get(str(event.fields.get("inferenceId")))
+        if inference is not None:
+            inference["attempt"] = int(event.fields.get("attempt") or 0) + 1
+            inference["lastError"] = event.fields.get("error")
+
+    def _waiting(self, event: TraceEvent) -> None:
+        f = event.fields
+        wait_id = str(f.get("waitId"))
+        if f.get("ended"):
+            self.waiting.pop(wait_id, None)
+            return
+        remaining = f.get("remainingMs")
+        self.waiting[wait_id] = {
+            "waitId": wait_id,
+            "inferenceId": f.get("inferenceId"),
+            "provider": f.get("provider"),
+            "model": f.get("model"),
+            "reason": f.get("reason"),
+            "attempt": f.get("attempt"),
+            "sinceMs": event.timestamp - int(f.get("waitedMs") or 0),
+            "untilMs": None if remaining is None else event.timestamp + int(remaining),
+        }
+
+    # -- holds ---------------------------------------------------------------------------
+
+    def _hold(self, event: TraceEvent) -> None:
+        f = event.fields
+        provider = str(f.get("provider"))
+        self._provider(provider)
+        model = "*" if f.get("key") == "provider" else str(f.get("model"))
+        until = f.get("untilMs")
+        if until is None:
+            until = event.timestamp + int(f.get("durationMs") or 0)
+        self.holds[provider, model] = {
+            "provider": provider,
+            "model": model,
+            "reason": f.get("reason"),
+            "error": f.get("error"),
+            "sinceMs": self.holds.get((provider, model), {}).get("sinceMs", event.timestamp),
+            "untilMs": until,
+        }
+
+    def _release(self, event: TraceEvent) -> None:
+        f = event.fields
+        model = "*" if f.get("key") == "provider" else str(f.get("model"))
+        self.holds.pop((str(f.get("provider")), model), None)
+
+    # -- MCPL servers ----------------------------------------------------------------------
+
+    def _server(self, server_id: str) -> dict[str, Any]:
+        server = self.servers.get(server_id)
+        if server is None:
+            server = {
+                "serverId": server_id,
+                "state": "unknown",
+                "grant": [],
+                "featureSets": [],
+                "error": None,
+                "requests": {},
+                "served": 0,
+                "failed": 0,
+                "sinceMs": None,
+            }
+            self.servers[server_id] = server
+        return server
+
+    def _server_state(self, event: TraceEvent) -> None:
+        f = event.fields
+        server = self._server(str(f.get("serverId")))
+        server["state"] = f.get("state")
+        server["sinceMs"] = event.timestamp
+        server["error"] = f.get("error")
+        if "grant" in f:
+            server["grant"] = list(f.get("grant") or [])
+        if "featureSets" in f:
+            server["featureSets"] = list(f.get("featureSets") or [])
+        if f.get("state") == "closed":
+            server["requests"].clear()
+
+    def _policy_change(self, event: TraceEvent) -> None:
+        f = event.fields
+        server = self._server(str(f.get("serverId")))
+        grant = set(server["grant"]) - set(f.get("removed") or ())
+        server["grant"] = sorted(grant | set(f.get("added") or ()))
+
+    def _mcpl_start(self, event: TraceEvent) -> None:
+        f = event.fields
+        server = self._server(str(f.get("serverId")))
+        server["requests"][str(f.get("requestId"))] = {
+            "requestId": f.get("requestId"),
+            "featureSet": f.get("featureSet"),
+            "model": f.get("model"),
+            "streamed": f.get("streamed"),
+            "sinceMs": event.timestamp,
+        }
+
+    def _mcpl_end(self, event: TraceEvent) -> None:
+        f = event.fields
+        server = self._server(str(f.get("serverId")))
+        server["requests"].pop(str(f.get("requestId")), None)
+        if event.type == "mcpl:inference_complete":
+            server["served"] += 1
+            return
+        server["failed"] += 1
+        self.failures.appendleft(
+            {
+                "atMs": event.timestamp,
+                "serverId": f.get("serverId"),
+                "requestId": f.get("requestId"),
+                "model": f.get("model"),
+                "errorKind": "mcpl",
+                "error": f.get("error"),
+            }
+        )
+
+    # -- what the page gets ----------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        now = _now_ms()
+        while self._completions and self._completions[0] < now - THROUGHPUT_WINDOW_MS:
+            self._completions.popleft()
+        return {
+            "version": self.version,
+            "nowMs": now,
+            "startedMs": self.started_ms,
+            "totals": {**self.totals, "completedLastMinute": len(self._completions)},
+            "providers": sorted(self.providers.values(), key=lambda p: str(p["name"])),
+            "holds": sorted(self.holds.values(), key=lambda h: (h["provider"], h["model"])),
+            "waiting": sorted(self.waiting.values(), key=lambda w: w["sinceMs"]),
+            "inferences": sorted(self.inferences.values(), key=lambda i: i["sinceMs"]),
+            "servers": [
+                {**s, "requests": sorted(s["requests"].values(), key=lambda r: r["sinceMs"])}
+                for s in sorted(self.servers.values(), key=lambda s: str(s["serverId"]))
+            ],
+            "failures": list(self.failures),
+        }
+
+
+__all__ = ["LAST_FAILURES", "HostState"]

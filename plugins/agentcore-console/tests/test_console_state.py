@@ -1,0 +1,158 @@
+"""Folding traces into the page's state: holds, waits, servers, requests, failures."""
+
+from __future__ import annotations
+
+from agentcore_console import HostState
+
+from agentcore.traces import TraceEvent
+
+
+def feed(host: HostState, type: str, /, at: int = 1_000, **fields: object) -> None:
+    host.apply(TraceEvent(type, dict(fields), timestamp=at))
+
+
+def test_a_hold_is_shown_until_its_release() -> None:
+    state = HostState()
+    feed(
+        state,
+        "inference:start",
+        inferenceId="inf_1",
+        model="a:m",
+        provider="a",
+        providerKind="anthropic",
+        streamed=True,
+    )
+    feed(
+        state,
+        "provider:hold",
+        at=1_000,
+        provider="a",
+        model="m",
+        key="provider_model",
+        untilMs=5_000,
+        durationMs=4_000,
+        reason="rate_limit",
+        error="rate_limit 429: slow",
+    )
+    feed(
+        state,
+        "inference:waiting",
+        at=1_100,
+        reason="backoff",
+        provider="a",
+        model="m",
+        attempt=1,
+        inferenceId="inf_1",
+        waitId="w2",
+        remainingMs=3_900,
+        waitedMs=100,
+        ended=False,
+    )
+    snap = state.snapshot()
+    [hold] = snap["holds"]
+    assert (hold["provider"], hold["model"], hold["untilMs"], hold["reason"]) == (
+        "a",
+        "m",
+        5_000,
+        "rate_limit",
+    )
+    [wait] = snap["waiting"]
+    assert (wait["reason"], wait["sinceMs"], wait["untilMs"]) == ("backoff", 1_000, 5_000)
+    assert snap["providers"] == [
+        {"name": "a", "kind": "anthropic", "inFlight": 1, "completed": 0, "failed": 0}
+    ]
+    feed(
+        state,
+        "inference:waiting",
+        at=5_000,
+        reason="backoff",
+        provider="a",
+        model="m",
+        attempt=1,
+        inferenceId="inf_1",
+        waitId="w2",
+        remainingMs=0,
+        waitedMs=4_000,
+        ended=True,
+    )
+    feed(state, "provider:release", at=5_200, provider="a", model="m", key="provider_model")
+    feed(
+        state,
+        "inference:complete",
+        at=5_300,
+        inferenceId="inf_1",
+        model="a:m",
+        inputTokens=3,
+        outputTokens=4,
+        finishReason="end_turn",
+    )
+    snap = state.snapshot()
+    assert snap["holds"] == [] and snap["waiting"] == [] and snap["inferences"] == []
+    assert snap["providers"][0]["completed"] == 1 and snap["providers"][0]["inFlight"] == 0
+    assert (snap["totals"]["inputTokens"], snap["totals"]["outputTokens"]) == (3, 4)
+
+
+def test_servers_their_grant_and_requests_in_flight() -> None:
+    state = HostState()
+    feed(
+        state,
+        "mcpl:server_state",
+        serverId="srv",
+        state="ready",
+        grant=["inferenceRequest", "modelInfo"],
+        featureSets=["fs.a"],
+    )
+    feed(
+        state,
+        "mcpl:inference_start",
+        at=2_000,
+        serverId="srv",
+        requestId=7,
+        streamed=True,
+        model="a:m",
+        featureSet="fs.a",
+    )
+    [server] = state.snapshot()["servers"]
+    assert server["state"] == "ready" and server["grant"] == ["inferenceRequest", "modelInfo"]
+    assert [r["requestId"] for r in server["requests"]] == [7]
+    feed(
+        state,
+        "mcpl:policy_change",
+        serverId="srv",
+        added=["inferenceRequest.streaming"],
+        removed=["modelInfo"],
+    )
+    feed(
+        state,
+        "mcpl:inference_fail",
+        at=3_000,
+        serverId="srv",
+        requestId=7,
+        model="a:m",
+        streamed=True,
+        error="server 500: boom",
+    )
+    [server] = state.snapshot()["servers"]
+    assert server["grant"] == ["inferenceRequest", "inferenceRequest.streaming"]
+    assert server["requests"] == [] and server["failed"] == 1
+    [failure] = state.snapshot()["failures"]
+    assert failure["error"] == "server 500: boom" and failure["serverId"] == "srv"
+    feed(state, "mcpl:server_state", serverId="srv", state="closed")
+    assert state.snapshot()["servers"][0]["state"] == "closed"
+
+
+def test_unknown_traces_change_nothing_and_failures_are_capped() -> None:
+    state = HostState()
+    assert not state.apply(TraceEvent("something:else", {}))
+    assert state.version == 0
+    for n in range(50):
+        feed(
+            state,
+            "inference:fail",
+            inferenceId=f"inf_{n}",
+            model="a:m",
+            error=f"e{n}",
+            errorKind="server",
+        )
+    failures = state.snapshot()["failures"]
+    assert len(failures) == 20 and failures[0]["error"] == "e49"

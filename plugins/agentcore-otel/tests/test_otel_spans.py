@@ -1,0 +1,242 @@
+"""Spans and metrics from real inferences through the kernel (loopback provider), exported
+into memory: names and attributes after the GenAI semantic conventions, where the time
+went (attempts, waits, retries, holds), errors, content only when asked, never a secret."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentcore_otel import OtelExport, OtelSettings, export_enabled, otlp_exporters
+from opentelemetry.trace import SpanKind, StatusCode
+from otel_support import Exported
+
+from agentcore.inference import Complete, InferenceError, Message, Request
+from agentcore.kernel import Kernel, SettingsError
+from agentcore.testing import API_KEY, LoopbackServer, Scenario
+
+
+def request(model: str = "a:claude-otel", text: str = "Hi", **kwargs: Any) -> Request:
+    return Request(model, [Message.user(text)], **kwargs)
+
+
+async def test_a_completed_inference_is_one_chat_span_with_the_genai_attributes(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(
+        Scenario.text("Hello", model="claude-otel-0613", input_tokens=11, output_tokens=7),
+        provider="a",
+    )
+    async with otel_kernel() as kernel:
+        await kernel.complete(
+            request(max_tokens=99, temperature=0.25, metadata={"conversationId": "conv-7"})
+        )
+    [span] = exported.named("chat claude-otel")
+    assert span.kind is SpanKind.CLIENT
+    assert span.status.status_code is StatusCode.UNSET
+    attributes = dict(span.attributes or {})
+    assert attributes["gen_ai.operation.name"] == "chat"
+    assert attributes["gen_ai.provider.name"] == "anthropic"
+    assert attributes["gen_ai.request.model"] == "claude-otel"
+    assert attributes["gen_ai.request.max_tokens"] == 99
+    assert attributes["gen_ai.request.temperature"] == 0.25
+    assert attributes["gen_ai.response.model"] == "claude-otel-0613"
+    assert attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert attributes["gen_ai.usage.input_tokens"] == 11
+    assert attributes["gen_ai.usage.output_tokens"] == 7
+    assert attributes["gen_ai.conversation.id"] == "conv-7"
+    assert attributes["agentcore.provider"] == "a"
+    assert "error.type" not in attributes
+    assert "gen_ai.input.messages" not in attributes  # no content unless capture_content
+    assert "gen_ai.output.messages" not in attributes
+    [attempt] = exported.named("attempt")
+    assert attempt.parent is not None and attempt.parent.span_id == span.context.span_id
+    assert exported.plugin.recorder is None  # stopped: nothing left open
+
+
+async def test_the_openai_wire_is_named_openai_and_a_stream_says_so(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(Scenario.text("Hi there"), provider="o")
+    async with otel_kernel() as kernel, aclosing(kernel.stream(request("o:gpt-otel"))) as events:
+        ending = [e async for e in events][-1]
+    assert isinstance(ending, Complete)
+    [span] = exported.named("chat gpt-otel")
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.provider.name"] == "openai"
+    assert span.attributes["gen_ai.request.stream"] is True
+
+
+async def test_a_failed_inference_has_the_error_status_and_type(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(Scenario.bad_request(), provider="a")
+    async with otel_kernel() as kernel:
+        with pytest.raises(InferenceError):
+            await kernel.complete(request())
+    [span] = exported.named("chat claude-otel")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description and "invalid_request" in span.status.description
+    assert span.attributes is not None
+    assert span.attributes["error.type"] == "invalid_request"
+    [duration] = exported.points("gen_ai.client.operation.duration")
+    assert dict(duration.attributes)["error.type"] == "invalid_request"
+    assert exported.points("gen_ai.client.token.usage") == []
+
+
+async def test_retries_holds_and_waits_show_where_the_time_went(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(Scenario.rate_limit(retry_after_ms=120), Scenario.text("ok"), provider="a")
+    async with otel_kernel() as kernel:
+        await kernel.complete(request())
+    [span] = exported.named("chat claude-otel")
+    assert span.attributes is not None
+    assert span.attributes["agentcore.attempts"] == 2
+    events = {e.name: dict(e.attributes or {}) for e in span.events}
+    assert events["retry"]["agentcore.attempt"] == 1
+    assert events["retry"]["agentcore.delay_ms"] >= 120
+    assert events["provider.hold"]["agentcore.hold.reason"] == "rate_limit"
+    attempts = sorted(exported.named("attempt"), key=lambda s: s.start_time or 0)
+    assert [dict(a.attributes or {}).get("error.type") for a in attempts] == ["rate_limit", None]
+    waits = [s for s in exported.finished() if s.name.startswith("wait ")]
+    assert waits, "a retry after a 429 waits (backoff, and the hold)"
+    for wait in waits:
+        assert wait.parent is not None and wait.parent.span_id == span.context.span_id
+        assert (wait.end_time or 0) - (wait.start_time or 0) > 0
+    # The second attempt starts after the last wait ended: the time is accounted for.
+    assert (attempts[1].start_time or 0) >= max(w.end_time or 0 for w in waits)
+    [holds] = exported.points("agentcore.provider.holds")
+    assert holds.value == 1 and dict(holds.attributes)["agentcore.hold.reason"] == "rate_limit"
+    waited = exported.points("agentcore.wait.duration")
+    assert {dict(p.attributes)["agentcore.wait.reason"] for p in waited} <= {"hold", "backoff"}
+    assert sum(p.count for p in waited) == len(waits)
+
+
+async def test_token_and_duration_metrics(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(
+        Scenario.text("one", input_tokens=5, output_tokens=3),
+        Scenario.text("two", input_tokens=20, output_tokens=4),
+        provider="a",
+    )
+    async with otel_kernel() as kernel:
+        await kernel.complete(request())
+        await kernel.complete(request())
+    usage = {
+        dict(p.attributes)["gen_ai.token.type"]: p
+        for p in exported.points("gen_ai.client.token.usage")
+    }
+    assert (usage["input"].sum, usage["input"].count) == (25, 2)
+    assert (usage["output"].sum, usage["output"].count) == (7, 2)
+    attributes = dict(usage["input"].attributes)
+    assert attributes["gen_ai.operation.name"] == "chat"
+    assert attributes["gen_ai.provider.name"] == "anthropic"
+    assert attributes["gen_ai.request.model"] == "claude-otel"
+    [duration] = exported.points("gen_ai.client.operation.duration")
+    assert duration.count == 2
+    assert "error.type" not in dict(duration.attributes)
+
+
+async def test_a_call_refused_before_any_provider_call_is_counted(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(Scenario.rate_limit(retry_after=60), provider="a")
+    hold = {"provider_hold": {"max_wait_s": 1.0}, "retry": {"max_attempts": 1}}
+    async with otel_kernel(sections=hold) as kernel:
+        with pytest.raises(InferenceError):
+            await kernel.complete(request())  # sets a 60 s hold
+        with pytest.raises(InferenceError):
+            await kernel.complete(request())  # would wait 60 s > max_wait_s: refused
+    [refused] = exported.points("agentcore.requests.refused")
+    assert refused.value == 1
+    assert len(provider.calls) == 1
+    chats = exported.named("chat claude-otel")
+    tried = {a.parent.span_id for a in exported.named("attempt") if a.parent is not None}
+    second = [s for s in chats if s.context.span_id not in tried]
+    assert (len(chats), len(second)) == (2, 1)  # the refused inference has no attempt span
+    assert second[0].status.status_code is StatusCode.ERROR
+
+
+async def test_content_only_with_capture_content_and_redacted(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(Scenario.text(f"the key is {API_KEY}"), provider="a")
+    async with otel_kernel(otel={"capture_content": True}) as kernel:
+        await kernel.complete(request(text=f"Hi, my key is {API_KEY}", system="Be brief."))
+    [span] = exported.named("chat claude-otel")
+    assert span.attributes is not None
+    inputs = json.loads(str(span.attributes["gen_ai.input.messages"]))
+    assert inputs == [
+        {"role": "user", "parts": [{"type": "text", "content": "Hi, my key is [REDACTED]"}]}
+    ]
+    system = json.loads(str(span.attributes["gen_ai.system_instructions"]))
+    assert system == [{"type": "text", "content": "Be brief."}]
+    outputs = json.loads(str(span.attributes["gen_ai.output.messages"]))
+    assert outputs == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "the key is [REDACTED]"}],
+            "finish_reason": "end_turn",
+        }
+    ]
+    assert API_KEY not in exported.dump()
+
+
+async def test_no_secret_in_any_span_even_when_the_provider_echoes_it(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(Scenario.echoes_credentials(), provider="a")
+    token = "org-token-0451-otel"
+    async with otel_kernel(headers={"x-org-token": token}) as kernel:
+        with pytest.raises(InferenceError) as info:
+            await kernel.complete(request())
+    assert "Incorrect API key provided" in info.value.message
+    dump = exported.dump()
+    assert "Incorrect API key provided" in dump  # the error is there...
+    assert API_KEY not in dump and token not in dump  # ...its credentials are not
+
+
+def test_nothing_is_exported_without_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", raising=False)
+    assert not export_enabled(OtelSettings())
+    assert export_enabled(OtelSettings(endpoint="http://127.0.0.1:4318"))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    assert export_enabled(OtelSettings())
+
+
+async def test_enabled_without_an_endpoint_the_plugin_records_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+    loopback_settings: Callable[..., Path],
+    provider: LoopbackServer,
+) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    provider.script(Scenario.text("hi"), provider="a")
+    plugin = OtelExport()
+    path = loopback_settings({"a": "anthropic"})
+    async with Kernel.load(path, discover_plugins=False, plugins={"otel": plugin}) as kernel:
+        assert plugin.recorder is None
+        await kernel.complete(request())
+
+
+def test_the_endpoint_is_a_base_url_and_the_protocol_picks_the_exporter() -> None:
+    spans, metrics = otlp_exporters(OtelSettings(endpoint="http://127.0.0.1:4318/"))
+    assert type(spans).__module__.startswith("opentelemetry.exporter.otlp.proto.http")
+    assert spans._endpoint == "http://127.0.0.1:4318/v1/traces"  # type: ignore[attr-defined]
+    assert metrics._endpoint == "http://127.0.0.1:4318/v1/metrics"  # type: ignore[attr-defined]
+    spans, _ = otlp_exporters(OtelSettings(endpoint="http://127.0.0.1:4317", protocol="grpc"))
+    assert type(spans).__module__.startswith("opentelemetry.exporter.otlp.proto.grpc")
+
+
+def test_a_wrong_setting_is_named(loopback_settings: Callable[..., Path]) -> None:
+    path = loopback_settings({"a": "anthropic"}, sections={"otel": {"protocol": "udp"}})
+    with pytest.raises(SettingsError) as info:
+        Kernel.load(path, discover_plugins=False, plugins={"otel": OtelExport})
+    assert "otel.protocol" in str(info.value)

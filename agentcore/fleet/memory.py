@@ -8,7 +8,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from agentcore.fleet import Hold, StoreErrorPolicy
+from agentcore.fleet.store import Hold, StoreErrorPolicy
 
 
 @dataclass(slots=True)

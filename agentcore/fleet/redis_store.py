@@ -30,7 +30,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from agentcore.fleet import FleetUnavailable, Hold, StoreErrorPolicy
+from agentcore.fleet.store import FleetUnavailable, Hold, StoreErrorPolicy
 from agentcore.redaction import redact
 
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)

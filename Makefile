@@ -6,7 +6,7 @@ PLUGINS := $(sort $(wildcard plugins/*))
 STAMP := $(VENV)/.installed
 LINT_PATHS := $(wildcard agentcore plugins tests bench examples)
 
-.PHONY: install demo test lint typecheck pytest bench clean chromium
+.PHONY: install demo test lint typecheck pytest bench clean chromium redis-server
 
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy agentcore $(foreach p,$(PLUGINS),$(p)/src)
 
-pytest: install chromium
+pytest: install chromium redis-server
 	CHROMIUM=$(CHROMIUM) $(VENV)/bin/pytest
 
 # Real services the tests need come from Debian's packages when the machine lacks them and
@@ -44,6 +44,19 @@ chromium:  # the console page test drives it (Playwright, pointed at this binary
 	    "or name another binary with make test CHROMIUM=/path/to/chromium"; \
 	  exit 1; \
 	fi
+
+# The fleet tests run a real redis-server on loopback (the redis_server fixture starts one
+# on a free port per test session): Debian's package when it is missing and we are root.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; \
+	  else \
+	    echo "make test needs redis-server, which the fleet tests run for real:" \
+	      "install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis)" \
+	      "and run make test again" >&2; \
+	    exit 1; \
+	  fi; }
 
 test: lint typecheck pytest
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 from loguru import logger
 
+from agentcore.fleet import FleetStore, open_store
 from agentcore.hooks import Hooks, plugin_manager
 from agentcore.inference import (
     NO_TERMINAL,
@@ -129,6 +130,14 @@ class Kernel:
         self.mcpl_servers: Callable[[], Sequence[ServerConnection]] = tuple
         """The MCPL servers an `McplHost` running on this kernel is connected to, in
         settings order; none without one. The host sets it."""
+        self._fleet: FleetStore | None = None
+
+    @property
+    def fleet(self) -> FleetStore:
+        """The ``[fleet]`` store, made at first use (`agentcore.fleet`); closed at `stop()`."""
+        if self._fleet is None:
+            self._fleet = open_store(self.settings.fleet)
+        return self._fleet
 
     # -- loading -----------------------------------------------------------------
 
@@ -234,6 +243,9 @@ class Kernel:
             except TimeoutError:
                 logger.warning("{} provider calls had not ended at shutdown", len(self._watchdogs))
         await self.hooks.stop()
+        fleet, self._fleet = self._fleet, None
+        if fleet is not None:
+            await fleet.aclose()
         providers, self._providers = self._providers, {}
         for provider in providers.values():
             try:
@@ -300,6 +312,7 @@ class Kernel:
             stream=self.stream,
             model_info=self.model_info,
             mcpl_servers=lambda: self.mcpl_servers(),  # set once an McplHost runs
+            fleet=lambda: self.fleet,
         )
 
     # -- traces and waits ------------------------------------------------------------

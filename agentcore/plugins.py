@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from agentcore.default_plugins import BUILTIN
 
 if TYPE_CHECKING:
+    from agentcore.fleet import FleetStore
     from agentcore.inference import Request, Response, StreamEvent
     from agentcore.inference.calls import Attempt, Wait, WaitReason
     from agentcore.mcpl.connection import ServerConnection
@@ -251,7 +252,7 @@ class ProviderInfo:
 class PluginContext:
     """What a plugin gets at `agentcore_start`, and all it sees of the kernel: its own
     settings, the ``[inference]`` section, the configured providers, the shutdown state,
-    and ways to emit traces, announce waits and run inferences."""
+    the ``[fleet]`` store, and ways to emit traces, announce waits and run inferences."""
 
     def __init__(
         self,
@@ -267,6 +268,7 @@ class PluginContext:
         stream: Callable[[Request], AsyncGenerator[StreamEvent, None]],
         model_info: Callable[[str], ModelInfo],
         mcpl_servers: Callable[[], Sequence[ServerConnection]],
+        fleet: Callable[[], FleetStore],
     ) -> None:
         self.name = name
         self.settings = settings
@@ -282,12 +284,19 @@ class PluginContext:
         self._stream = stream
         self._model_info = model_info
         self._mcpl_servers = mcpl_servers
+        self._fleet = fleet
 
     @property
     def stopping(self) -> asyncio.Event:
         """Set when the kernel begins to stop: waiters should wake and fail. Read it; the
         kernel sets it."""
         return self._stopping
+
+    @property
+    def fleet(self) -> FleetStore:
+        """The ``[fleet]`` store (`agentcore.fleet`): holds, limits and wake-ups shared with
+        every replica, or kept in this process by default. Made at first use."""
+        return self._fleet()
 
     async def emit(self, type: str, **fields: Any) -> None:
         """Emit a trace event (camelCase fields) through `on_trace`; it never waits."""

@@ -231,6 +231,34 @@ class InferenceSettings(Section):
 
 
 WEBSOCKET_SCHEMES = ("ws", "wss")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+class FleetSettings(Section):
+    """``[fleet]``: where the state the policies share lives (holds, limits). `agentcore.fleet`."""
+
+    backend: Literal["memory", "redis"] = "memory"
+    """``memory``: this process only (the embedded default); ``redis``: every replica that
+    names the same Redis and `key_prefix` shares one hold and one limit."""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """redis-py's URL form (``redis://[[user]:password@]host:port/db``, ``rediss://``,
+    ``unix://``); a password in it is masked wherever the URL is shown."""
+    on_store_error: Literal["closed", "open"] = "closed"
+    """Redis unreachable: ``closed``: a call waits (announced), then fails once the policy's
+    ``max_wait_s`` passes; ``open``: the call is admitted, with a warning trace."""
+    key_prefix: str = Field(default="agentcore", min_length=1)
+    """Every Redis key and channel starts with this: fleets sharing one Redis keep apart."""
+    timeout_s: float = Field(default=1.0, gt=0)
+    """How long one Redis command may take before the store counts as unreachable."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, url: str) -> str:
+        scheme = urllib.parse.urlsplit(url).scheme.lower()
+        if scheme not in REDIS_SCHEMES:
+            said = f"the scheme {scheme!r}" if scheme else "no scheme"
+            raise invalid(f"has {said}; expected redis://, rediss:// or unix://")
+        return url
 
 
 class McplServerSettings(Section):
@@ -291,6 +319,7 @@ class Settings(Section):
     providers: dict[str, ProviderSettings] = Field(default_factory=_default_providers)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     mcpl: McplSettings = Field(default_factory=McplSettings)
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
 
     @model_validator(mode="after")
     def _keep_echo(self) -> Settings:

@@ -59,7 +59,8 @@ class Attempt:
         return self.inference.model
 
 
-WaitReason: TypeAlias = Literal["hold", "backoff"]
+WaitReason: TypeAlias = Literal["hold", "backoff", "limit"]
+"""``hold``: a provider hold; ``backoff``: a retry's delay; ``limit``: a rate limit's slot."""
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from agentcore.testing.redis import RedisServer
     from agentcore.testing.scripted import ScriptedProvider, TraceRecorder
     from agentcore.testing.server import LoopbackServer
 
@@ -66,3 +67,21 @@ def trace_recorder() -> TraceRecorder:
     from agentcore.testing.scripted import TraceRecorder
 
     return TraceRecorder()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A real ``redis-server`` on a free loopback port for the whole session, stopped after
+    (`agentcore.testing.redis`). Without the binary the test fails, saying what to install:
+    the fleet tests never fall back to a fake or a skip. Give each test its own
+    ``[fleet] key_prefix`` so that tests do not see each other's keys."""
+    from agentcore.testing.redis import RedisServer, RedisServerMissing
+
+    try:
+        server = RedisServer().start()
+    except RedisServerMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.close()

@@ -397,6 +397,43 @@ MODE = "verbose"
     assert shown["mcpl.servers.s.env.MODE"] == '"verbose"'
 
 
+@pytest.mark.parametrize("where", ["file", "environment"])
+def test_settings_show_the_fleet_with_the_redis_password_masked(tmp_path: Path, where: str) -> None:
+    url = "redis://:fleet-redis-pw-4242@redis.internal:6380/2"
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        '[fleet]\nbackend = "redis"\non_store_error = "open"\n'
+        + (f'redis_url = "{url}"\n' if where == "file" else "")
+    )
+    env = {"AGENTCORE_FLEET__REDIS_URL": url} if where == "environment" else {}
+    done = agentcore("settings", "--settings", str(path), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "fleet-redis-pw-4242" not in done.stdout + done.stderr
+    shown = {
+        line.split(" = ")[0]: line.split(" = ")[1].split("    #")[0].strip()
+        for line in done.stdout.splitlines()
+        if line.startswith("fleet.")
+    }
+    assert shown == {
+        "fleet.backend": '"redis"',
+        "fleet.redis_url": '"redis://[REDACTED]@redis.internal:6380/2"',
+        "fleet.on_store_error": '"open"',
+        "fleet.key_prefix": '"agentcore"',
+        "fleet.timeout_s": "1.0",
+    }
+
+
+def test_a_fleet_url_that_is_not_redis_is_refused_without_repeating_it(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text('[fleet]\nbackend = "redis"\nredis_url = "http://u:pw-9999-http@host/0"\n')
+    done = agentcore("settings", "--settings", str(path))
+    assert done.returncode == 2
+    assert "fleet.redis_url: has the scheme 'http'; expected redis://, rediss:// or unix://" in (
+        done.stderr
+    )
+    assert "pw-9999-http" not in done.stdout + done.stderr
+
+
 def test_demo_runs_by_itself_and_exits_zero() -> None:
     done = agentcore("demo")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -26,6 +26,7 @@ BUNDLED_SECTIONS = {
     "mcpl.context",
     "otel",
     "console",
+    "rate_limit",
 }
 
 

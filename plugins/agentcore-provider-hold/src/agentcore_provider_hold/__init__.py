@@ -17,37 +17,54 @@ calls to that provider and model wait at admission instead of hitting it again.
 
 Traces: ``provider:hold`` (provider, model, key, untilMs, durationMs, reason, error,
 stated, inferenceId) when a hold starts or is lengthened, ``provider:release``
-(provider, model, key, heldMs, inferenceId) when the probe succeeded.
+(provider, model, key, heldMs, inferenceId) when the probe succeeded, and
+``fleet:unavailable`` (a warning) when the store could not be read for a call.
 
-Holds live in a `HoldStore`; the entry point uses `InMemoryHoldStore`. For many
-machines, replace the plugin with ``ProviderHold(store=YourSharedStore())``.
+Holds live in the kernel's ``[fleet]`` store (`agentcore.fleet`): this process by
+default; with ``backend = "redis"`` one hold for every replica, each step one atomic
+script (the longest hold wins, exactly one probe), waiters woken by the store's
+wake-ups with a jittered poll behind them, and a hold that nobody ends expires by
+itself. When the store is unreachable, ``[fleet] on_store_error`` decides: ``closed``
+waits (announced as a ``hold`` wait) and fails after ``max_wait_s``; ``open`` admits.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Literal
 
+from loguru import logger
 from pydantic import Field
 
 from agentcore import hookimpl
+from agentcore.fleet import (
+    UNAVAILABLE_TRACE,
+    FleetStore,
+    FleetUnavailable,
+    Hold,
+    poll_s,
+    unavailable_error,
+    unavailable_fields,
+    wait_for_change,
+)
 from agentcore.inference import InferenceError
 from agentcore.inference.calls import Attempt, Wait
 from agentcore.inference.errors import shutting_down
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.settings import Section
-from agentcore_provider_hold.store import Hold, HoldKey, HoldStore, InMemoryHoldStore
 
 HOLD_KINDS: frozenset[str] = frozenset({"rate_limit", "overloaded"})
 HOLD_TOO_LONG = "hold_too_long"
 """`InferenceError.code` of the error a call fails with when the hold outlasts max_wait_s."""
-POLL_S = 1.0
-"""How often a waiter re-reads the store when nobody can tell it when to (a shared store)."""
+MAX_WAIT_SETTING = "[provider_hold] max_wait_s"
+PROBE_LEASE_S = 10.0
+"""A probe's claim lasts this long, renewed every third of it while the probe runs: a
+probe lost with its replica hands over to the next call within this."""
 
 
 class HoldSettings(Section):
@@ -60,6 +77,17 @@ class HoldSettings(Section):
     """The hold after a rate limit or overload that stated no wait."""
     key: Literal["provider_model", "provider"] = "provider_model"
     """What one hold covers: one model of a provider, or the whole provider."""
+
+
+@dataclass(frozen=True, slots=True)
+class HoldKey:
+    """What one hold covers: a provider's model, or (`model` None) the whole provider."""
+
+    provider: str
+    model: str | None = None
+
+    def __str__(self) -> str:
+        return self.provider if self.model is None else f"{self.provider}:{self.model}"
 
 
 def hold_key(attempt: Attempt, key: str) -> HoldKey:
@@ -84,7 +112,7 @@ def hold_too_long(
     hold: Hold,
     remaining: float,
     limit: float,
-    key: str = "[provider_hold] max_wait_s",
+    key: str = MAX_WAIT_SETTING,
 ) -> InferenceError:
     return InferenceError(
         "rate_limit" if hold.reason == "rate_limit" else "overloaded",
@@ -100,19 +128,29 @@ def hold_too_long(
 
 
 class ProviderHold:
-    """The plugin object; the kernel makes one per kernel (with the in-memory store)."""
+    """The plugin object; the kernel makes one per kernel. `store` replaces the kernel's
+    ``[fleet]`` store (tests, embedding hosts)."""
 
-    def __init__(self, store: HoldStore | None = None) -> None:
-        self.store: HoldStore = store if store is not None else InMemoryHoldStore()
+    def __init__(self, store: FleetStore | None = None) -> None:
+        self._store = store
         self.settings = HoldSettings()
         self._context: PluginContext | None = None
-        self._changed: dict[HoldKey, asyncio.Event] = {}
         self._stopped = asyncio.Event()
-        self._owner_prefix = uuid.uuid4().hex[:8]
-        self._stale_after_s = 600.0
+        self._owner_prefix = uuid.uuid4().hex[:12]
+        self._linger_s = 600.0
+        self._probes: dict[str, str] = {}
+        """This replica's probes in flight, owner to key: only a probe's outcome releases
+        a hold or hands the probe on, so any other attempt's end costs no store call."""
+        self._renewer: asyncio.Task[None] | None = None
         self._limit: tuple[float, str] = (600.0, "[inference] max_stated_wait_s")
         """The longest a call waits here in all, and the settings key that says so."""
-        self._ids = itertools.count(1)
+
+    @property
+    def store(self) -> FleetStore:
+        if self._store is None:
+            assert self._context is not None, "agentcore_start was not called"
+            self._store = self._context.fleet
+        return self._store
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -125,52 +163,100 @@ class ProviderHold:
         self._context = context
         if isinstance(context.settings, HoldSettings):
             self.settings = context.settings
-        # An attempt cannot legitimately run longer: a probe older than that is lost.
-        self._stale_after_s = context.inference.request_timeout_s
+        # How long an ended hold waits for its probe before it goes by itself.
+        self._linger_s = context.inference.request_timeout_s
         if self.settings.max_wait_s is not None:
-            self._limit = (self.settings.max_wait_s, "[provider_hold] max_wait_s")
+            self._limit = (self.settings.max_wait_s, MAX_WAIT_SETTING)
         else:
             self._limit = (context.inference.max_stated_wait_s, "[inference] max_stated_wait_s")
 
     @hookimpl
     def agentcore_stop(self) -> None:
         self._stopped.set()
-        for event in self._changed.values():
-            event.set()
+        if self._renewer is not None:
+            self._renewer.cancel()
+            self._renewer = None
 
     # -- admission ---------------------------------------------------------------
 
     @hookimpl
     async def on_admission(self, attempt: Attempt) -> None:
-        key = hold_key(attempt, self.settings.key)
-        if await self.store.get(key) is None:
-            return  # the common case: one read, no allocation
+        store = self.store
+        key = str(hold_key(attempt, self.settings.key))
+        outage_traced = False
+        try:
+            if await store.get_hold(key) is None:
+                return  # the common case: one read
+        except FleetUnavailable as exc:
+            if self._unreachable(attempt, exc):
+                return
+            outage_traced = True
         owner = f"{self._owner_prefix}:{attempt.inference.id}:{attempt.number}"
         started = time.monotonic()
+        max_wait, setting = self._limit
         async with AsyncExitStack() as stack:
             wait: Wait | None = None
             while True:
-                changed = self._event(key)  # before reading, so no change is missed
+                changed = store.changed(key)  # before reading, so no change is missed
                 if self._stopping():
                     raise shutting_down()
-                hold = await self.store.get(key)
-                if hold is None:
-                    return
-                remaining = hold.remaining_s()
-                if remaining > 0:
-                    limit, setting = self._limit
-                    if time.monotonic() - started + remaining > limit:
-                        raise hold_too_long(attempt, hold, remaining, limit, setting)
-                    until: float | None = time.monotonic() + remaining
-                elif await self.store.claim_probe(key, owner, self._stale_after_s):
-                    return  # the probe: it goes alone, and its outcome decides for the rest
-                else:
-                    until = None  # behind the probe: nobody knows for how long
+                try:
+                    hold = await store.get_hold(key)
+                    if hold is None:
+                        return
+                    remaining = hold.remaining_s
+                    if remaining > 0:
+                        if time.monotonic() - started + remaining > max_wait:
+                            raise hold_too_long(attempt, hold, remaining, max_wait, setting)
+                        until: float | None = time.monotonic() + remaining
+                        sleep_s = remaining
+                    elif await store.claim_probe(key, owner, PROBE_LEASE_S):
+                        self._probe(owner, key)
+                        return  # the probe: it goes alone, and its outcome decides for the rest
+                    else:
+                        until, sleep_s = None, poll_s()  # behind the probe: for how long?
+                except FleetUnavailable as exc:
+                    if not outage_traced and self._unreachable(attempt, exc):
+                        return
+                    outage_traced = True
+                    waited = time.monotonic() - started
+                    if waited >= max_wait:
+                        raise unavailable_error(store, exc, waited, max_wait, setting) from exc
+                    until, sleep_s = None, poll_s(at_most=max_wait - waited)
                 if wait is None:
                     wait = await stack.enter_async_context(self._waiting(attempt, until))
                 else:
                     wait.until = until  # a lengthened hold, or now behind a probe
-                await self._sleep(changed, remaining if remaining > 0 else POLL_S)
+                await self._sleep(changed, sleep_s)
+
+    def _unreachable(self, attempt: Attempt, exc: FleetUnavailable) -> bool:
+        """Trace that the store could not be read; True when the call is admitted anyway."""
+        store = self.store
+        admitted = store.on_store_error == "open"
+        if self._context is not None:
+            self._context.emit_now(
+                UNAVAILABLE_TRACE,
+                **unavailable_fields(store, "provider-hold", attempt, exc, admitted),
+            )
+        return admitted
+
+    def _probe(self, owner: str, key: str) -> None:
+        self._probes[owner] = key
+        if self._renewer is None and not self._stopped.is_set():
+            self._renewer = asyncio.create_task(self._renew(), name="provider-hold probe leases")
+
+    async def _renew(self) -> None:
+        """Renew this replica's probes' leases (a probe claiming again), so that only a
+        dead replica's probe lapses."""
+        while True:
+            await asyncio.sleep(PROBE_LEASE_S / 3)
+            for owner, key in list(self._probes.items()):
+                try:
+                    await self.store.claim_probe(key, owner, PROBE_LEASE_S)
+                except FleetUnavailable as exc:
+                    logger.warning(
+                        "the provider hold could not renew its probe of {}: {}", key, exc
+                    )
 
     @asynccontextmanager
     async def _waiting(self, attempt: Attempt, until: float | None) -> AsyncIterator[Wait]:
@@ -182,77 +268,59 @@ class ProviderHold:
         context = self._context
         return self._stopped.is_set() or (context is not None and context.stopping.is_set())
 
-    def _event(self, key: HoldKey) -> asyncio.Event:
-        event = self._changed.get(key)
-        if event is None:
-            event = self._changed[key] = asyncio.Event()
-        return event
-
-    def _notify(self, key: HoldKey) -> None:
-        """Wake every waiter on `key`; each re-reads the store."""
-        event = self._changed.pop(key, None)
-        if event is not None:
-            event.set()
-
     async def _sleep(self, changed: asyncio.Event, timeout: float) -> None:
-        """Until the key changes, the kernel stops, or `timeout` passes."""
-        waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(self._stopped.wait())]
-        if self._context is not None:
-            waits.append(asyncio.ensure_future(self._context.stopping.wait()))
-        try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in waits:
-                task.cancel()
+        stops = [self._stopped] + ([self._context.stopping] if self._context else [])
+        await wait_for_change(changed, timeout, *stops)
 
     # -- outcomes ----------------------------------------------------------------
 
     @hookimpl
     async def on_attempt_end(self, attempt: Attempt, error: InferenceError | None) -> None:
         key = hold_key(attempt, self.settings.key)
-        if error is None:
-            await self._succeeded(attempt, key)
-            return
-        duration = hold_duration_s(error, self.settings.default_hold_s)
-        if duration is not None:
-            await self._hold(attempt, key, error, duration)
-            return
         owner = f"{self._owner_prefix}:{attempt.inference.id}:{attempt.number}"
-        if await self.store.drop_probe(key, owner):
-            self._notify(key)  # the next waiter becomes the probe
+        probe = self._probes.pop(owner, None) is not None
+        try:
+            duration = (
+                None if error is None else hold_duration_s(error, self.settings.default_hold_s)
+            )
+            if error is not None and duration is not None:
+                await self._hold(attempt, key, error, duration)
+            elif not probe:
+                return  # not the probe: its end decides nothing
+            elif error is None:
+                await self._succeeded(attempt, key)
+            else:
+                await self.store.drop_probe(str(key), owner)  # the next waiter becomes the probe
+        except FleetUnavailable as exc:
+            logger.warning("the provider hold could not record {}'s outcome: {}", key, exc)
 
     async def _succeeded(self, attempt: Attempt, key: HoldKey) -> None:
-        hold = await self.store.get(key)
-        if hold is None or hold.remaining_s() > 0:
-            return  # not held, or a call from before the hold: the hold still stands
-        released = await self.store.release(key)
+        # Only an ended hold is released: a new hold set meanwhile stands.
+        released = await self.store.release_hold(str(key))
         if released is None:
             return
-        self._notify(key)
         await self._emit(
             "provider:release",
             provider=attempt.provider,
             model=attempt.model,
             key=self.settings.key,
-            heldMs=round((time.time() - released.since) * 1000),
+            heldMs=round(released.held_s * 1000),
             inferenceId=attempt.inference.id,
         )
 
     async def _hold(
         self, attempt: Attempt, key: HoldKey, error: InferenceError, duration: float
     ) -> None:
-        now = time.time()
-        hold, lengthened = await self.store.hold(key, now + duration, error.kind)
+        hold, lengthened = await self.store.set_hold(str(key), duration, error.kind, self._linger_s)
         if not lengthened:
             return
-        self._notify(key)  # waiters re-read the new end (and may now exceed max_wait_s)
         await self._emit(
             "provider:hold",
             provider=attempt.provider,
             model=attempt.model,
             key=self.settings.key,
-            untilMs=round(hold.until * 1000),
-            durationMs=round((hold.until - now) * 1000),
+            untilMs=round((time.time() + hold.remaining_s) * 1000),
+            durationMs=round(hold.remaining_s * 1000),
             reason=error.kind,
             stated=error.retry_after_s is not None,
             error=error.describe(),
@@ -267,11 +335,8 @@ class ProviderHold:
 __all__ = [
     "HOLD_KINDS",
     "HOLD_TOO_LONG",
-    "Hold",
     "HoldKey",
     "HoldSettings",
-    "HoldStore",
-    "InMemoryHoldStore",
     "ProviderHold",
     "hold_duration_s",
     "hold_key",

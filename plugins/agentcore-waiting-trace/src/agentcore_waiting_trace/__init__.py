@@ -1,15 +1,16 @@
 """agentcore's waiting traces (entry point ``waiting-trace``): a wait is never silent.
 
-Every wait the kernel or a plugin announces (a ``hold`` at admission, a retry
-``backoff``) becomes ``inference:waiting`` traces: one when it starts, one every
-``[waiting_trace] interval_s`` while it lasts, and one when it ends (``ended``
-true). It observes waits and owns none: its wait hooks are plain functions that
-emit at once (a trace never waits for its observers), so a wait's traces keep
-their place among the inference's own; one ticker task per wait, ended at
-`on_wait_end` (no tick follows the end) and awaited at `agentcore_stop`.
+Every wait the kernel or a plugin announces (a ``hold`` at admission, a rate
+``limit``'s slot, a retry ``backoff``) becomes ``inference:waiting`` traces: one
+when it starts, one every ``[waiting_trace] interval_s`` while it lasts, and one
+when it ends (``ended`` true). It observes waits and owns none: its wait hooks
+are plain functions that emit at once (a trace never waits for its observers),
+so a wait's traces keep their place among the inference's own; one ticker task
+per wait, ended at `on_wait_end` (no tick follows the end) and awaited at
+`agentcore_stop`.
 
-Fields: ``reason`` (``hold`` or ``backoff``), ``provider``, ``model`` (the model
-as sent to the provider, without ``NAME:``), ``attempt``, ``inferenceId``,
+Fields: ``reason`` (``hold``, ``limit`` or ``backoff``), ``provider``, ``model``
+(the model as sent to the provider, without ``NAME:``), ``attempt``, ``inferenceId``,
 ``waitId``, ``remainingMs`` (null when nobody knows), ``waitedMs``, ``ended``.
 """
 

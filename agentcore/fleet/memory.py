@@ -1,0 +1,159 @@
+"""The embedded fleet store: this process only, in dicts. Single-threaded asyncio makes
+each method atomic; leases and windows read the monotonic clock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from agentcore.fleet.store import Hold, StoreErrorPolicy
+
+
+@dataclass(slots=True)
+class _Hold:
+    until: float
+    reason: str
+    since: float
+    expires: float
+    linger: float
+    probe: str | None = None
+    probe_at: float = 0.0
+
+    def view(self, now: float) -> Hold:
+        return Hold(self.reason, max(0.0, self.until - now), now - self.since, self.probe)
+
+
+class MemoryFleetStore:
+    """`agentcore.fleet.FleetStore` for one process (``[fleet] backend = "memory"``)."""
+
+    description = "memory"
+
+    def __init__(self, on_store_error: StoreErrorPolicy = "closed") -> None:
+        self.on_store_error: StoreErrorPolicy = on_store_error
+        self._holds: dict[str, _Hold] = {}
+        self._slots: dict[str, dict[str, float]] = {}
+        """key -> holder -> lease end."""
+        self._windows: dict[str, deque[float]] = {}
+        """key -> the times of the takes still in the window, oldest first."""
+        self._changed: dict[str, asyncio.Event] = {}
+
+    # -- holds -----------------------------------------------------------------
+
+    def _hold(self, key: str, now: float) -> _Hold | None:
+        hold = self._holds.get(key)
+        if hold is not None and hold.expires <= now:
+            del self._holds[key]
+            return None
+        return hold
+
+    async def get_hold(self, key: str) -> Hold | None:
+        now = time.monotonic()
+        hold = self._hold(key, now)
+        return None if hold is None else hold.view(now)
+
+    async def set_hold(
+        self, key: str, duration_s: float, reason: str, linger_s: float
+    ) -> tuple[Hold, bool]:
+        now = time.monotonic()
+        until = now + duration_s
+        current = self._hold(key, now)
+        if current is not None and current.until >= until:
+            return current.view(now), False
+        since = current.since if current is not None else now
+        hold = self._holds[key] = _Hold(until, reason, since, until + linger_s, linger_s)
+        self._wake(key)
+        return hold.view(now), True
+
+    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
+        now = time.monotonic()
+        hold = self._hold(key, now)
+        if hold is None or hold.until > now:
+            return False
+        if hold.probe is not None and hold.probe != owner and now - hold.probe_at < lease_s:
+            return False
+        # The probe's own claim renews its lease. The hold outlives the lease: a lost
+        # probe hands over to the next one.
+        hold.probe, hold.probe_at = owner, now
+        hold.expires = now + lease_s + hold.linger
+        return True
+
+    async def drop_probe(self, key: str, owner: str) -> bool:
+        hold = self._hold(key, time.monotonic())
+        if hold is None or hold.probe != owner:
+            return False
+        hold.probe = None
+        self._wake(key)
+        return True
+
+    async def release_hold(self, key: str) -> Hold | None:
+        now = time.monotonic()
+        hold = self._hold(key, now)
+        if hold is None or hold.until > now:
+            return None
+        del self._holds[key]
+        self._wake(key)
+        return hold.view(now)
+
+    # -- semaphores ---------------------------------------------------------------
+
+    def _live_slots(self, key: str, now: float) -> dict[str, float]:
+        slots = self._slots.setdefault(key, {})
+        for holder in [h for h, end in slots.items() if end <= now]:
+            del slots[holder]
+        return slots
+
+    async def acquire_slot(self, key: str, holder: str, limit: int, lease_s: float) -> bool:
+        now = time.monotonic()
+        slots = self._live_slots(key, now)
+        if holder not in slots and len(slots) >= limit:
+            return False
+        slots[holder] = now + lease_s
+        return True
+
+    async def renew_slots(self, key: str, holders: list[str], lease_s: float) -> None:
+        now = time.monotonic()
+        slots = self._live_slots(key, now)
+        for holder in holders:
+            if holder in slots:
+                slots[holder] = now + lease_s
+
+    async def release_slot(self, key: str, holder: str) -> bool:
+        slots = self._slots.get(key)
+        if slots is None or slots.pop(holder, None) is None:
+            return False
+        if not slots:
+            del self._slots[key]
+        self._wake(key)
+        return True
+
+    # -- windows ------------------------------------------------------------------
+
+    async def take_window(self, key: str, member: str, limit: int, window_s: float) -> float:
+        now = time.monotonic()
+        takes = self._windows.setdefault(key, deque())
+        while takes and takes[0] <= now - window_s:
+            takes.popleft()
+        if len(takes) < limit:
+            takes.append(now)
+            return 0.0
+        return takes[0] + window_s - now
+
+    # -- wake-ups and lifecycle ------------------------------------------------------
+
+    def changed(self, key: str) -> asyncio.Event:
+        event = self._changed.get(key)
+        if event is None:
+            event = self._changed[key] = asyncio.Event()
+        return event
+
+    def _wake(self, key: str) -> None:
+        event = self._changed.pop(key, None)
+        if event is not None:
+            event.set()
+
+    async def aclose(self) -> None:
+        events, self._changed = self._changed, {}
+        for event in events.values():
+            event.set()

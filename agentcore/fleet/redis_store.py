@@ -1,0 +1,350 @@
+"""The fleet store on Redis (``[fleet] backend = "redis"``): redis-py's asyncio client, one
+connection pool per kernel, each operation one Lua script (atomic, one round trip).
+
+Keys, under ``[fleet] key_prefix`` (P): ``P:hold:KEY`` (a hash: until, since, reason,
+linger, probe, probe_at, in ms of Redis's clock), ``P:slots:KEY`` (a sorted set: holder by lease
+end), ``P:window:KEY`` (a sorted set: take by time). Every key carries a TTL, so what a
+dead replica left behind goes by itself. A change that frees waiters is published on
+``P:wake:KEY`` by the script that made it; one pattern subscription per store wakes the
+local waiters, and a lost subscription is made again (waking everyone to re-read).
+
+redis-py's own retries are off: an unreachable Redis is `FleetUnavailable` at once, and
+the policy decides (``on_store_error``). The pool reconnects at the next command, so a
+Redis that comes back is used again with no restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from loguru import logger
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from agentcore.fleet.store import FleetUnavailable, Hold, StoreErrorPolicy
+from agentcore.redaction import redact
+
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+POOL_SIZE = 64
+"""Connections to Redis per kernel; more calls at once wait for one (each op is one short
+script, so a few dozen connections serve hundreds of concurrent calls)."""
+RESUBSCRIBE_S = 0.5
+"""After the subscription is lost, the next try comes after this (jittered)."""
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+# Each returns {now, until, reason, since, probe} (a missing hold: {now}) after a flag
+# where the operation has a verdict.
+_HOLD_GET = (
+    _NOW
+    + """
+local v = redis.call('HMGET', KEYS[1], 'until', 'reason', 'since', 'probe')
+return {now, v[1], v[2], v[3], v[4]}
+"""
+)
+
+_HOLD_SET = (
+    _NOW
+    + """
+local untl = now + tonumber(ARGV[1])
+local v = redis.call('HMGET', KEYS[1], 'until', 'reason', 'since', 'probe')
+if v[1] and tonumber(v[1]) >= untl then
+  return {0, now, v[1], v[2], v[3], v[4]}
+end
+local since = v[3] or string.format('%d', now)
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'until', string.format('%d', untl), 'reason', ARGV[2],
+  'since', since, 'linger', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], math.floor(untl - now + tonumber(ARGV[3])))
+redis.call('PUBLISH', ARGV[4], 'hold')
+return {1, now, string.format('%d', untl), ARGV[2], since, false}
+"""
+)
+
+_PROBE_CLAIM = (
+    _NOW
+    + """
+local v = redis.call('HMGET', KEYS[1], 'until', 'probe', 'probe_at', 'linger')
+if not v[1] or tonumber(v[1]) > now then return 0 end
+local lease = tonumber(ARGV[2])
+if v[2] and v[2] ~= ARGV[1] and now - tonumber(v[3]) < lease then return 0 end
+redis.call('HSET', KEYS[1], 'probe', ARGV[1], 'probe_at', string.format('%d', now))
+redis.call('PEXPIRE', KEYS[1], math.floor(lease + tonumber(v[4] or 0)))
+return 1
+"""
+)
+
+_PROBE_DROP = """
+if redis.call('HGET', KEYS[1], 'probe') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'probe', 'probe_at')
+redis.call('PUBLISH', ARGV[2], 'probe')
+return 1
+"""
+
+_HOLD_RELEASE = (
+    _NOW
+    + """
+local v = redis.call('HMGET', KEYS[1], 'until', 'reason', 'since', 'probe')
+if not v[1] or tonumber(v[1]) > now then return {now} end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[1], 'release')
+return {now, v[1], v[2], v[3], v[4]}
+"""
+)
+
+_EXPIRE_AT_LAST_LEASE = """
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1) end
+"""
+
+_SLOT_ACQUIRE = (
+    _NOW
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local lease_end = now + tonumber(ARGV[3])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+end
+redis.call('ZADD', KEYS[1], lease_end, ARGV[1])
+"""
+    + _EXPIRE_AT_LAST_LEASE
+    + """
+return 1
+"""
+)
+
+_SLOT_RENEW = (
+    _NOW
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local lease_end = now + tonumber(ARGV[1])
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', lease_end, ARGV[i]) end
+"""
+    + _EXPIRE_AT_LAST_LEASE
+    + """
+return 1
+"""
+)
+
+_SLOT_RELEASE = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('PUBLISH', ARGV[2], 'slot')
+return 1
+"""
+
+_WINDOW_TAKE = (
+    _NOW
+    + """
+local window = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], math.floor(window))
+  return 0
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return math.max(1, tonumber(oldest[2]) + window - now)
+"""
+)
+
+
+def describe_url(url: str) -> str:
+    """``redis at HOST:PORT/DB`` (or the socket path): where, never who or with what."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "unix":
+        return f"redis at {parts.path}"
+    host = parts.hostname or "localhost"
+    port = parts.port or 6379
+    db = parts.path.strip("/") or "0"
+    return f"redis at {host}:{port}/{db}"
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
+
+
+def _hold(reply: Sequence[Any]) -> Hold | None:
+    """A hold from a script's {now, until, reason, since, probe}; None for {now}."""
+    if len(reply) < 2 or reply[1] is None:
+        return None
+    now, until, reason, since = int(reply[0]), int(reply[1]), str(reply[2]), int(reply[3])
+    probe = reply[4] if len(reply) > 4 and reply[4] else None
+    return Hold(reason, max(0, until - now) / 1000, max(0, now - since) / 1000, probe)
+
+
+class RedisFleetStore:
+    """`agentcore.fleet.FleetStore` over one Redis, for every replica that names it."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = "agentcore",
+        timeout_s: float = 1.0,
+        on_store_error: StoreErrorPolicy = "closed",
+    ) -> None:
+        self.description = describe_url(url)
+        self.on_store_error: StoreErrorPolicy = on_store_error
+        self._prefix = key_prefix
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=POOL_SIZE,
+            # A busy pool is not an unreachable Redis: a call waits for a free connection
+            # (each one's commands are cut at timeout_s, so the wait is bounded by them).
+            timeout=None,
+            decode_responses=True,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._client = aioredis.Redis(connection_pool=pool)
+        register = self._client.register_script
+        self._hold_get = register(_HOLD_GET)
+        self._hold_set = register(_HOLD_SET)
+        self._probe_claim = register(_PROBE_CLAIM)
+        self._probe_drop = register(_PROBE_DROP)
+        self._hold_release = register(_HOLD_RELEASE)
+        self._slot_acquire = register(_SLOT_ACQUIRE)
+        self._slot_renew = register(_SLOT_RENEW)
+        self._slot_release = register(_SLOT_RELEASE)
+        self._window_take = register(_WINDOW_TAKE)
+        self._changed: dict[str, asyncio.Event] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._closed = False
+        self._reachable = True
+
+    def _key(self, kind: str, key: str) -> str:
+        return f"{self._prefix}:{kind}:{key}"
+
+    def _wake_channel(self, key: str) -> str:
+        return f"{self._prefix}:wake:{key}"
+
+    async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        """Run one script; an unreachable Redis is `FleetUnavailable` (logged once per outage)."""
+        try:
+            result = await script(keys=keys, args=args)
+        except UNREACHABLE as exc:
+            if self._reachable:
+                self._reachable = False
+                logger.warning("the fleet store ({}) is unreachable: {}", self.description, exc)
+            raise FleetUnavailable(redact(f"{type(exc).__name__}: {exc}")) from exc
+        if not self._reachable:
+            self._reachable = True
+            logger.info("the fleet store ({}) is reachable again", self.description)
+        return result
+
+    # -- holds -----------------------------------------------------------------
+
+    async def get_hold(self, key: str) -> Hold | None:
+        return _hold(await self._run(self._hold_get, [self._key("hold", key)], []))
+
+    async def set_hold(
+        self, key: str, duration_s: float, reason: str, linger_s: float
+    ) -> tuple[Hold, bool]:
+        args = [_ms(duration_s), reason, max(1, _ms(linger_s)), self._wake_channel(key)]
+        reply = await self._run(self._hold_set, [self._key("hold", key)], args)
+        hold = _hold(reply[1:])
+        assert hold is not None, "the hold script returns the hold in force"
+        return hold, bool(reply[0])
+
+    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
+        args = [owner, max(1, _ms(lease_s))]
+        return bool(await self._run(self._probe_claim, [self._key("hold", key)], args))
+
+    async def drop_probe(self, key: str, owner: str) -> bool:
+        args = [owner, self._wake_channel(key)]
+        return bool(await self._run(self._probe_drop, [self._key("hold", key)], args))
+
+    async def release_hold(self, key: str) -> Hold | None:
+        args = [self._wake_channel(key)]
+        return _hold(await self._run(self._hold_release, [self._key("hold", key)], args))
+
+    # -- semaphores ---------------------------------------------------------------
+
+    async def acquire_slot(self, key: str, holder: str, limit: int, lease_s: float) -> bool:
+        args = [holder, limit, max(1, _ms(lease_s))]
+        return bool(await self._run(self._slot_acquire, [self._key("slots", key)], args))
+
+    async def renew_slots(self, key: str, holders: list[str], lease_s: float) -> None:
+        if holders:
+            args = [max(1, _ms(lease_s)), *holders]
+            await self._run(self._slot_renew, [self._key("slots", key)], args)
+
+    async def release_slot(self, key: str, holder: str) -> bool:
+        args = [holder, self._wake_channel(key)]
+        return bool(await self._run(self._slot_release, [self._key("slots", key)], args))
+
+    # -- windows ------------------------------------------------------------------
+
+    async def take_window(self, key: str, member: str, limit: int, window_s: float) -> float:
+        args = [member, limit, max(1, _ms(window_s))]
+        waited_ms = await self._run(self._window_take, [self._key("window", key)], args)
+        return int(waited_ms) / 1000
+
+    # -- wake-ups ---------------------------------------------------------------------
+
+    def changed(self, key: str) -> asyncio.Event:
+        if self._listener is None and not self._closed:
+            self._listener = asyncio.create_task(self._listen(), name="fleet store wake-ups")
+        event = self._changed.get(key)
+        if event is None:
+            event = self._changed[key] = asyncio.Event()
+        return event
+
+    def _wake(self, key: str) -> None:
+        event = self._changed.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def _wake_all(self) -> None:
+        events, self._changed = self._changed, {}
+        for event in events.values():
+            event.set()
+
+    async def _listen(self) -> None:
+        """Hold one pattern subscription to every wake channel, making it again when lost;
+        losing it and making it again wake every waiter, since messages may have been missed."""
+        prefix = self._wake_channel("")
+        lost = False
+        while not self._closed:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.psubscribe(prefix + "*")
+                if lost:
+                    self._wake_all()
+                lost = False
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                    if message is not None and message.get("type") == "pmessage":
+                        self._wake(str(message["channel"])[len(prefix) :])
+            except UNREACHABLE:
+                lost = True
+                self._wake_all()
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(RESUBSCRIBE_S * random.uniform(0.5, 1.5))
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        self._closed = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await listener
+        self._wake_all()
+        await self._client.aclose()

@@ -1,0 +1,183 @@
+"""The fleet store's interface: what both backends implement, and what a waiting policy
+shares (the store-unreachable error and trace, the jittered poll). See `agentcore.fleet`."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeAlias
+
+from agentcore.inference.calls import Attempt
+from agentcore.inference.errors import InferenceError
+
+StoreErrorPolicy: TypeAlias = Literal["closed", "open"]
+
+FLEET_UNAVAILABLE = "fleet_unavailable"
+"""`InferenceError.code` of a call refused because the store stayed unreachable."""
+UNAVAILABLE_TRACE = "fleet:unavailable"
+"""The warning trace a policy emits when the store could not be reached for a call."""
+POLL_S = 1.0
+"""A waiter re-reads the store at least this often (jittered), in case a wake-up was lost."""
+
+
+class FleetUnavailable(Exception):
+    """The store could not be reached (Redis down, refusing, or too slow)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A hold as read from the store."""
+
+    reason: str
+    """What started it (the provider hold writes the error kind)."""
+    remaining_s: float
+    """Seconds until it ends, when it was read; 0 once it has ended (then a probe may go)."""
+    held_s: float
+    """Seconds since the key was first held (a lengthened hold keeps its start)."""
+    probe: str | None = None
+    """The owner of the one call let through after the end, if one claimed it."""
+
+
+class FleetStore(Protocol):
+    """The operations both backends implement; every one is atomic for its key."""
+
+    description: str
+    """For messages: ``memory`` or ``redis at HOST:PORT/DB`` (never a password)."""
+    on_store_error: StoreErrorPolicy
+
+    # -- holds -----------------------------------------------------------------
+
+    async def get_hold(self, key: str) -> Hold | None:
+        """The hold on `key`, ended or not, until it is released or expires; else None."""
+        ...
+
+    async def set_hold(
+        self, key: str, duration_s: float, reason: str, linger_s: float
+    ) -> tuple[Hold, bool]:
+        """Hold `key` for `duration_s` unless it is held longer already (the longest wins).
+        Returns the hold in force and True when this call started or lengthened it (which
+        also forgets any probe). The hold expires `linger_s` after its end if nobody
+        claims or releases it."""
+        ...
+
+    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
+        """After the hold ended: become the one call that goes first. True for exactly one
+        owner at a time; the probe claiming again renews its lease, and a probe whose lease
+        (`lease_s` from its last claim) ran out counts as gone. The hold stays for the next
+        probe: it expires `lease_s` + its linger after the last claim."""
+        ...
+
+    async def drop_probe(self, key: str, owner: str) -> bool:
+        """The probe ended without a verdict: let the next call be the probe. True when
+        `owner` was the probe."""
+        ...
+
+    async def release_hold(self, key: str) -> Hold | None:
+        """The provider answered again: forget the hold, but only one that has ended (a
+        hold set meanwhile by another replica stands). Returns the hold released."""
+        ...
+
+    # -- semaphores ---------------------------------------------------------------
+
+    async def acquire_slot(self, key: str, holder: str, limit: int, lease_s: float) -> bool:
+        """Take one of `limit` slots for `holder` (again: renewed), leased for `lease_s`.
+        False when all are taken by live leases."""
+        ...
+
+    async def renew_slots(self, key: str, holders: list[str], lease_s: float) -> None:
+        """Extend the leases of `holders` (those still held) to `lease_s` from now."""
+        ...
+
+    async def release_slot(self, key: str, holder: str) -> bool:
+        """Give `holder`'s slot back. True when it held one."""
+        ...
+
+    # -- windows ------------------------------------------------------------------
+
+    async def take_window(self, key: str, member: str, limit: int, window_s: float) -> float:
+        """Count one take by `member` if fewer than `limit` were taken in the last
+        `window_s`: then 0.0. Else nothing is counted, and the result is the seconds until
+        the oldest take leaves the window."""
+        ...
+
+    # -- wake-ups and lifecycle ------------------------------------------------------
+
+    def changed(self, key: str) -> asyncio.Event:
+        """An event set at the next change of `key` that may free a waiter, from any
+        replica. Get it before reading the store, so no change falls in between."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close connections and stop listening; wakes every waiter."""
+        ...
+
+
+def poll_s(at_most: float | None = None) -> float:
+    """A waiter's next re-read: `POLL_S` jittered by half either way, so a fleet's
+    waiters do not poll in step; never later than `at_most`."""
+    delay = POLL_S * random.uniform(0.5, 1.5)
+    return delay if at_most is None else max(0.0, min(delay, at_most))
+
+
+async def wait_for_change(changed: asyncio.Event, timeout: float, *stops: asyncio.Event) -> None:
+    """Sleep until `changed` (a `FleetStore.changed` event) or any of `stops` (the
+    kernel stopping) is set, or `timeout` passes: how a waiting policy sleeps."""
+    waits = [asyncio.ensure_future(event.wait()) for event in (changed, *stops)]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits:
+            task.cancel()
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+
+
+def unavailable_error(
+    store: FleetStore, cause: FleetUnavailable, waited_s: float, limit_s: float, limit: str
+) -> InferenceError:
+    """What a call fails with when the store stayed unreachable past its wait (``closed``).
+    `limit` names the setting that bounded the wait (``[provider_hold] max_wait_s``)."""
+    return InferenceError(
+        "network",
+        f"The fleet store ({store.description}) has been unreachable for {_seconds(waited_s)} s, "
+        f"as long as a call may wait ({_seconds(limit_s)} s, {limit}); "
+        f'with [fleet] on_store_error = "closed" no call goes ahead while it is down: {cause}',
+        retryable=False,
+        code=FLEET_UNAVAILABLE,
+    )
+
+
+def unavailable_fields(
+    store: FleetStore, plugin: str, attempt: Attempt, cause: FleetUnavailable, admitted: bool
+) -> dict[str, Any]:
+    """The fields of a `UNAVAILABLE_TRACE` (a warning): which policy could not read the
+    store for which call, and whether the call was admitted anyway (``open``)."""
+    return {
+        "level": "warning",
+        "plugin": plugin,
+        "store": store.description,
+        "onStoreError": store.on_store_error,
+        "admitted": admitted,
+        "provider": attempt.provider,
+        "model": attempt.model,
+        "inferenceId": attempt.inference.id,
+        "error": str(cause),
+    }
+
+
+__all__ = [
+    "FLEET_UNAVAILABLE",
+    "POLL_S",
+    "UNAVAILABLE_TRACE",
+    "FleetStore",
+    "FleetUnavailable",
+    "Hold",
+    "StoreErrorPolicy",
+    "poll_s",
+    "unavailable_error",
+    "unavailable_fields",
+    "wait_for_change",
+]

@@ -1,0 +1,200 @@
+"""The rate limit in kernels with no other policy, on the memory store and on a real Redis
+(several kernels on one Redis prefix are replicas of one fleet)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+from agentcore_rate_limit import LIMIT_WAIT_TOO_LONG
+
+from agentcore import hookimpl
+from agentcore.inference import SHUTTING_DOWN, InferenceError, Message, Request
+from agentcore.inference.calls import Attempt
+from agentcore.kernel import Kernel
+from agentcore.testing import STALL, Stall
+
+Load = Callable[..., Kernel]
+
+
+def most_at_once(provider: Any) -> int:
+    """The most calls the provider had in flight at one time."""
+    now = most = 0
+    for event in provider.log:
+        now += 1 if event.event == "start" else -1
+        most = max(most, now)
+    return most
+
+
+def req(tag: object = None, model: str = "m1") -> Request:
+    return Request(f"fake:{model}", [Message.user("hi")], metadata={"tag": tag})
+
+
+async def fail(kernel: Kernel, request: Request) -> InferenceError:
+    with pytest.raises(InferenceError) as caught:
+        await kernel.complete(request)
+    return caught.value
+
+
+async def test_max_in_flight_holds_calls_at_admission(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    provider.latency_s = 0.05
+    async with load("[rate_limit.providers.fake]\nmax_in_flight = 2") as kernel:
+        results = await asyncio.gather(*(kernel.complete(req(i)) for i in range(6)))
+    assert [r.text for r in results] == ["hello"] * 6
+    assert most_at_once(provider) == 2
+    waits = [(event, w.reason) for event, w in recorder.waits]
+    assert waits.count(("start", "limit")) == waits.count(("end", "limit")) >= 4
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+async def test_max_in_flight_is_one_limit_for_every_replica(load: Load, provider: Any) -> None:
+    provider.latency_s = 0.1
+    async with AsyncExitStack() as stack:
+        replicas = [
+            await stack.enter_async_context(load("[rate_limit.providers.fake]\nmax_in_flight = 3"))
+            for _ in range(3)
+        ]
+        results = await asyncio.gather(*(replicas[i % 3].complete(req(i)) for i in range(12)))
+    assert len(results) == 12
+    assert most_at_once(provider) <= 3
+
+
+async def test_a_provider_without_limits_is_not_held(load: Load, provider: Any) -> None:
+    provider.latency_s = 0.05
+    limits = "[rate_limit.providers.other]\nmax_in_flight = 1"
+    async with load(limits, extra='[providers.other]\nkind = "scripted"') as kernel:
+        await asyncio.gather(*(kernel.complete(req(i)) for i in range(4)))
+    assert most_at_once(provider) == 4
+
+
+async def test_over_requests_per_minute_a_call_fails_at_once_naming_the_limit(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    limits = "max_wait_s = 5\n[rate_limit.providers.fake]\nrequests_per_minute = 2"
+    async with load(limits) as kernel:
+        await kernel.complete(req(1))
+        await kernel.complete(req(2))
+        error = await fail(kernel, req(3))
+    assert (error.kind, error.code, error.retryable) == ("rate_limit", LIMIT_WAIT_TOO_LONG, False)
+    assert "'fake' is at its limit of 2 requests per minute" in str(error)
+    assert "[rate_limit.providers.fake] requests_per_minute" in str(error)
+    assert "(5 s, [rate_limit] max_wait_s)" in str(error)
+    assert error.retry_after_s is not None and 55 < error.retry_after_s <= 60
+    assert len(provider.calls) == 2
+    assert recorder.waits == []  # it knew the wait was too long, and did not begin it
+
+
+async def test_a_call_waits_for_the_window_announced(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    # One request a minute, and a window of 60 s: the second call's wait is announced as a
+    # limit wait with its end, and shutdown ends it.
+    async with load("[rate_limit.providers.fake]\nrequests_per_minute = 1") as kernel:
+        await kernel.complete(req(1))
+        second = asyncio.create_task(kernel.complete(req(2)))
+        while not recorder.waits:
+            await asyncio.sleep(0.01)
+        [(event, wait)] = recorder.waits
+        assert (event, wait.reason) == ("start", "limit")
+        remaining = wait.remaining_s()
+        assert remaining is not None and 55 < remaining <= 60
+    [error] = await asyncio.gather(second, return_exceptions=True)
+    assert isinstance(error, InferenceError) and error.code == SHUTTING_DOWN
+
+
+async def test_waiting_longer_than_max_wait_for_a_slot_fails_naming_the_limit(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    provider.script = [STALL]
+    limits = "max_wait_s = 0.3\n[rate_limit.providers.fake]\nmax_in_flight = 1"
+    async with load(limits) as kernel:
+        stalled = asyncio.create_task(kernel.complete(req("stalled")))
+        await provider.stalled.wait()
+        error = await fail(kernel, req("second"))
+        stalled.cancel()
+    assert (error.kind, error.code) == ("rate_limit", LIMIT_WAIT_TOO_LONG)
+    assert "'fake' is at its limit of 1 calls in flight across the fleet" in str(error)
+    assert "[rate_limit.providers.fake] max_in_flight" in str(error)
+    assert [c.request.metadata["tag"] for c in provider.calls] == ["stalled"]
+    assert [(e, w.reason) for e, w in recorder.waits] == [("start", "limit"), ("end", "limit")]
+
+
+@pytest.mark.parametrize("ending", ["completed", "failed", "cancelled"])
+async def test_a_slot_is_given_back_however_the_attempt_ends(
+    load: Load, provider: Any, ending: str
+) -> None:
+    first: Any = {
+        "completed": Stall(0.05),
+        "failed": InferenceError("server", "boom", status=500),
+        "cancelled": STALL,
+    }[ending]
+    provider.script = [first]
+    limits = "max_wait_s = 2\n[rate_limit.providers.fake]\nmax_in_flight = 1"
+    async with load(limits) as kernel:
+        task = asyncio.create_task(kernel.complete(req("first")))
+        await provider.stalled.wait() if ending != "failed" else await asyncio.sleep(0.05)
+        if ending == "cancelled":
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        # No waiting: the slot is free the moment the first call has ended.
+        assert (await asyncio.wait_for(kernel.complete(req("next")), 1.0)).text == "hello"
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+async def test_shutdown_gives_every_slot_back_to_the_fleet(load: Load, provider: Any) -> None:
+    provider.script = [STALL]
+    limits = "max_wait_s = 5\n[rate_limit.providers.fake]\nmax_in_flight = 1"
+    leaving = load(limits)
+    await leaving.start()
+    stalled = asyncio.create_task(leaving.complete(req("stalled")))
+    await provider.stalled.wait()
+    async with load(limits) as staying:
+        waiting = asyncio.create_task(staying.complete(req("waiting")))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        await leaving.stop()  # ends the stalled call and releases its slot
+        assert (await asyncio.wait_for(waiting, 3)).text == "hello"
+    assert (await asyncio.gather(stalled, return_exceptions=True))[0].code == SHUTTING_DOWN
+
+
+async def test_shutdown_wakes_a_waiting_call_with_an_error(load: Load, provider: Any) -> None:
+    provider.script = [STALL]
+    limits = "[rate_limit.providers.fake]\nmax_in_flight = 1"
+    kernel = load(limits)
+    await kernel.start()
+    stalled = asyncio.create_task(kernel.complete(req("stalled")))
+    await provider.stalled.wait()
+    waiting = asyncio.create_task(kernel.complete(req("waiting")))
+    await asyncio.sleep(0.05)
+    await kernel.stop()
+    for task in (stalled, waiting):
+        error = (await asyncio.gather(task, return_exceptions=True))[0]
+        assert isinstance(error, InferenceError) and error.code == SHUTTING_DOWN
+
+
+class RefuseAfterTheLimit:
+    """An admission policy that runs after the rate limit and refuses the first call."""
+
+    def __init__(self) -> None:
+        self.refused = 0
+
+    @hookimpl(trylast=True)
+    def on_admission(self, attempt: Attempt) -> None:
+        if self.refused == 0:
+            self.refused += 1
+            raise InferenceError("invalid_request", "refused after the limit", retryable=False)
+
+
+async def test_a_slot_comes_back_when_a_later_policy_refuses_the_call(
+    load: Load, provider: Any
+) -> None:
+    limits = "max_wait_s = 2\n[rate_limit.providers.fake]\nmax_in_flight = 1"
+    # Registered before the rate limit, so called after it (pluggy: last registered first).
+    async with load(limits, plugins={"refuser": RefuseAfterTheLimit()}) as kernel:
+        assert "refused after the limit" in str(await fail(kernel, req("refused")))
+        assert (await asyncio.wait_for(kernel.complete(req("next")), 1.0)).text == "hello"

@@ -49,8 +49,7 @@ POLICY_FIELDS: set[str] = {"grant", "disabled_feature_sets"}
 
 
 def transport_factory(name: str, config: McplServerSettings) -> TransportFactory:
-    if config.command and config.url:
-        raise ValueError(f"[mcpl.servers.{name}] sets both command and url; choose one")
+    """The server's transport; settings validation guarantees exactly one of command/url."""
     if config.command:
         return stdio_factory(
             name,
@@ -60,9 +59,8 @@ def transport_factory(name: str, config: McplServerSettings) -> TransportFactory
             max_frame_bytes=config.max_frame_bytes,
             shutdown_grace_s=config.shutdown_grace_s,
         )
-    if config.url:
-        return websocket_factory(name, config.url, max_frame_bytes=config.max_frame_bytes)
-    raise ValueError(f"[mcpl.servers.{name}] needs command (stdio) or url (WebSocket)")
+    assert config.url is not None
+    return websocket_factory(name, config.url, max_frame_bytes=config.max_frame_bytes)
 
 
 class McplHost:
@@ -110,14 +108,9 @@ class McplHost:
                 group.create_task(self._start_one(name, config), name=f"mcpl-start:{name}")
 
     async def _start_one(self, name: str, config: McplServerSettings) -> None:
-        try:
-            factory = transport_factory(name, config)
-        except ValueError as exc:
-            logger.error("{}", exc)
-            return
         connection = ServerConnection(
             name,
-            factory,
+            transport_factory(name, config),
             grant=config.grant,
             handler=self.handle,
             disabled_feature_sets=config.disabled_feature_sets,

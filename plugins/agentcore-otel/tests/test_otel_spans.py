@@ -4,6 +4,7 @@ went (attempts, waits, retries, holds), errors, content only when asked, never a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from contextlib import aclosing
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from agentcore_otel import OtelExport, OtelSettings, export_enabled, otlp_exporters
+from agentcore_rate_limit import RateLimit
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Exported
 
@@ -161,6 +163,21 @@ async def test_a_call_refused_before_any_provider_call_is_counted(
     second = [s for s in chats if s.context.span_id not in tried]
     assert (len(chats), len(second)) == (2, 1)  # the refused inference has no attempt span
     assert second[0].status.status_code is StatusCode.ERROR
+
+
+async def test_rate_limit_slots_in_use_are_a_gauge_by_provider(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(*[Scenario.text("slow", delay_s=0.3)] * 3, provider="a")
+    limits = {"rate_limit": {"providers": {"a": {"max_in_flight": 2}}}}
+    async with otel_kernel(sections=limits, plugins={"rate-limit": RateLimit}) as kernel:
+        calls = asyncio.gather(*(kernel.complete(request()) for _ in range(3)))
+        async with asyncio.timeout(10):
+            while [p.value for p in exported.points("agentcore.rate_limit.slots.in_use")] != [2]:
+                await asyncio.sleep(0.01)
+        await calls
+    [in_use] = exported.points("agentcore.rate_limit.slots.in_use")
+    assert (in_use.value, dict(in_use.attributes)) == (0, {"agentcore.provider": "a"})
 
 
 async def test_content_only_with_capture_content_and_redacted(

@@ -113,7 +113,8 @@ async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_relea
         Scenario.rate_limit(retry_after=4), Scenario.text("Hello from the host"), provider="a"
     )
     servers = {"srv": hub.config("srv")}
-    settings = loopback_settings(PROVIDERS, sections=settings_sections(hub, servers))
+    limits = {"rate_limit": {"providers": {"a": {"max_in_flight": 4}}}}
+    settings = loopback_settings(PROVIDERS, sections=settings_sections(hub, servers, extra=limits))
     port = free_port()
     process = await serve_console(settings, f"127.0.0.1:{port}")
     try:
@@ -151,6 +152,7 @@ async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_relea
         await expect(waiting).to_contain_text("a:claude-e2e")
         await expect(server.locator(f'[data-request="{rid}"]')).to_contain_text("fs.a")
         await expect(page.locator("[data-inference]")).to_have_count(1)
+        await expect(page.locator('[data-slots="a"]')).to_have_text("0 / 4")  # the 429 gave it back
         screenshot = await page.screenshot(full_page=True)
         (tmp_path / "console.png").write_bytes(screenshot)
         if os.environ.get(SCREENSHOT_DIR_ENV):

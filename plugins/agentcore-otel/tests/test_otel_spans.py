@@ -19,6 +19,7 @@ from otel_support import Exported
 
 from agentcore.inference import Complete, InferenceError, Message, Request
 from agentcore.kernel import Kernel, SettingsError
+from agentcore.redaction import redact
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 
 
@@ -241,6 +242,19 @@ async def test_enabled_without_an_endpoint_the_plugin_records_nothing(
     async with Kernel.load(path, discover_plugins=False, plugins={"otel": plugin}) as kernel:
         assert plugin.recorder is None
         await kernel.complete(request())
+
+
+async def test_headers_from_the_environment_are_secrets_too(
+    monkeypatch: pytest.MonkeyPatch, otel_kernel: Callable[..., Kernel], provider: LoopbackServer
+) -> None:
+    # With [otel] headers unset, the exporters send OTEL_EXPORTER_OTLP_HEADERS: a
+    # credential as much as the file's headers, so nothing may print it either.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=env-team-token-5150,x-plain=ok")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "authorization=Basic%20c2VjcmV0OTk=")
+    assert "env-team-token-5150" in redact("header env-team-token-5150")
+    async with otel_kernel():
+        assert "env-team-token-5150" not in redact("header env-team-token-5150")
+        assert "Basic c2VjcmV0OTk=" not in redact("sent Basic c2VjcmV0OTk=")
 
 
 def test_the_endpoint_is_a_base_url_and_the_protocol_picks_the_exporter() -> None:

@@ -18,6 +18,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Exported
 
 from agentcore.inference import Complete, InferenceError, Message, Request
+from agentcore.inference.models import HostTurn
 from agentcore.kernel import Kernel, SettingsError
 from agentcore.redaction import redact
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
@@ -59,6 +60,18 @@ async def test_a_completed_inference_is_one_chat_span_with_the_genai_attributes(
     [attempt] = exported.named("attempt")
     assert attempt.parent is not None and attempt.parent.span_id == span.context.span_id
     assert exported.plugin.recorder is None  # stopped: nothing left open
+
+
+async def test_a_host_turn_names_its_conversation(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(Scenario.text("turn"), provider="a")
+    turn = request()
+    turn.turn = HostTurn("conv-host-3", 2, "Hi")
+    async with otel_kernel() as kernel:
+        await kernel.complete(turn)
+    [span] = exported.named("chat claude-otel")
+    assert dict(span.attributes or {})["gen_ai.conversation.id"] == "conv-host-3"
 
 
 async def test_the_openai_wire_is_named_openai_and_a_stream_says_so(

@@ -749,6 +749,8 @@ def _trace_fields(inference: Inference) -> dict[str, Any]:
         fields["serverId"] = server
         fields["mcplRequestId"] = metadata.get("mcplRequestId")  # the request it answers
     conversation = metadata.get("conversationId")
+    if conversation is None and inference.request.turn is not None:
+        conversation = inference.request.turn.conversation_id  # a host turn's own
     if conversation is not None:
         fields["conversationId"] = conversation
     return fields

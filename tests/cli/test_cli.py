@@ -277,6 +277,8 @@ def test_plugins_lists_every_default_with_its_state() -> None:
     assert rows["provider-hold"][1:] == ["agentcore-provider-hold", "0.1.0", "active"]
     assert rows["mcpl-router"][1:] == ["agentcore-mcpl-router", "0.1.0", "active"]
     assert rows["waiting-trace"][1:] == ["agentcore-waiting-trace", "0.1.0", "disabled"]
+    assert rows["otel"][1:] == ["agentcore-otel", "0.1.0", "active"]
+    assert rows["console"][1:] == ["agentcore-console", "0.1.0", "active"]
 
 
 def test_settings_show_sources_and_never_a_key(settings: Path) -> None:
@@ -452,6 +454,9 @@ def test_demo_runs_by_itself_and_exits_zero() -> None:
     assert "not shown (observe not granted)" in done.stderr
     assert "lifecycle: started" in done.stderr
     assert "lifecycle: completed" in done.stderr
+    # How to watch a host live: the console, and where to open it.
+    assert "agentcore serve --settings deploy.toml --console 127.0.0.1:8765" in done.stdout
+    assert "http://127.0.0.1:8765/" in done.stdout
 
 
 def test_the_status_line_follows_the_waiting_traces() -> None:

@@ -4,8 +4,10 @@ real stdio MCPL server, with the loopback provider behind it.
 
 The page, loaded once and never reloaded, shows a connected server and its grant; after a
 429, the provider's hold counting down with its reason, the call waiting and why, and the
-server's request in flight; then, once the retry succeeded, the released state. Bound
-beyond loopback, a missing or wrong token is refused and the right one is let in.
+server's request in flight; then, once the retry succeeded, the released state. With
+``[rate_limit.providers.a] max_in_flight`` set, the slots in use while slow calls run and a
+call waiting for one, then none once they finished. Bound beyond loopback, a missing or
+wrong token is refused and the right one is let in.
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_relea
         Scenario.rate_limit(retry_after=4), Scenario.text("Hello from the host"), provider="a"
     )
     servers = {"srv": hub.config("srv")}
-    settings = loopback_settings(PROVIDERS, sections=settings_sections(hub, servers))
+    limits = {"rate_limit": {"providers": {"a": {"max_in_flight": 4}}}}
+    settings = loopback_settings(PROVIDERS, sections=settings_sections(hub, servers, extra=limits))
     port = free_port()
     process = await serve_console(settings, f"127.0.0.1:{port}")
     try:
@@ -149,6 +152,7 @@ async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_relea
         await expect(waiting).to_contain_text("a:claude-e2e")
         await expect(server.locator(f'[data-request="{rid}"]')).to_contain_text("fs.a")
         await expect(page.locator("[data-inference]")).to_have_count(1)
+        await expect(page.locator('[data-slots="a"]')).to_have_text("0 / 4")  # the 429 gave it back
         screenshot = await page.screenshot(full_page=True)
         (tmp_path / "console.png").write_bytes(screenshot)
         if os.environ.get(SCREENSHOT_DIR_ENV):
@@ -166,6 +170,76 @@ async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_relea
         await expect(page.locator("[data-inference]")).to_have_count(0)
         assert await page.evaluate("window.loadedOnce") is True  # no reload happened
         assert API_KEY not in await page.content()
+        code, _, stderr = await stop(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+
+
+SLOW_S = 5.0
+"""How long each of the first two calls keeps its slot: the page is read meanwhile."""
+
+
+async def test_the_page_shows_rate_limit_slots_in_use_then_their_release(
+    browser: Browser,
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+) -> None:
+    # Two slow calls take both slots of provider a; a third waits for one (a limit wait).
+    loopback_provider.script(
+        Scenario.text("slow one", delay_s=SLOW_S),
+        Scenario.text("slow two", delay_s=SLOW_S),
+        Scenario.text("quick"),
+        provider="a",
+    )
+    servers = {"srv": hub.config("srv")}
+    limits = {"rate_limit": {"providers": {"a": {"max_in_flight": 2}}}}
+    settings = loopback_settings(PROVIDERS, sections=settings_sections(hub, servers, extra=limits))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/"
+    process = await serve_console(settings, f"127.0.0.1:{port}")
+    try:
+        session = await hub.next_session()
+        await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+        page = await open_page(browser, base)
+        expect.set_options(timeout=PAGE_TIMEOUT_MS)
+        await expect(page.locator("#linktext")).to_have_text("live")
+        await page.evaluate("window.loadedOnce = true")  # gone if the page were reloaded
+
+        messages = [{"role": "user", "content": "Hi"}]
+        ids = [
+            await session.request(
+                "inference/request", {"featureSet": "fs.a", "stream": True, "messages": messages}
+            )
+            for _ in range(3)
+        ]
+        slots = page.locator('[data-slots="a"]')
+        await expect(slots).to_have_attribute("data-in-use", "2")
+        await expect(slots).to_have_text("2 / 2")
+        waiting = page.locator("[data-wait]")
+        await expect(waiting).to_have_count(1)
+        await expect(waiting).to_contain_text("limit")
+        await expect(page.locator('[data-server="srv"] [data-server-requests]')).to_have_attribute(
+            "data-server-requests", "3"
+        )
+        status = await (await page.request.get(base + "status")).json()
+        [provider] = [p for p in status["providers"] if p["name"] == "a"]
+        assert provider["slots"] == {"inUse": 2, "limit": 2, "scope": "replica"}
+
+        # Every call finishes: the slots drop back, on the same page.
+        answers = [await session.answer(i) for i in ids]
+        assert sorted(a.result["content"] for a in answers) == ["quick", "slow one", "slow two"]
+        await expect(slots).to_have_attribute("data-in-use", "0")
+        await expect(slots).to_have_text("0 / 2")
+        await expect(waiting).to_have_count(0)
+        await expect(page.locator('[data-counter="completed"] b')).to_have_text("3")
+        assert await page.evaluate("window.loadedOnce") is True  # no reload happened
+        status = await (await page.request.get(base + "status")).json()
+        [provider] = [p for p in status["providers"] if p["name"] == "a"]
+        assert provider["slots"] == {"inUse": 0, "limit": 2, "scope": "replica"}
         code, _, stderr = await stop(process)
     finally:
         if process.returncode is None:

@@ -58,7 +58,9 @@ def otel_section(receiver: HttpReceiver | GrpcReceiver, **extra: Any) -> dict[st
     }
 
 
-async def infer(settings: Path, *args: str) -> tuple[int, str, str]:
+async def infer(
+    settings: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         AGENTCORE,
         "infer",
@@ -69,7 +71,7 @@ async def infer(settings: Path, *args: str) -> tuple[int, str, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=REPO,
-        env=clean_env(),
+        env={**clean_env(), **(env or {})},
     )
     return await finish(process)
 
@@ -155,6 +157,31 @@ async def test_a_failed_inference_arrives_with_the_error_status(
     assert "Incorrect API key provided" in span.status_message
     [duration] = receiver.received.points["gen_ai.client.operation.duration"]
     assert duration["attributes"]["error.type"] == "auth"
+    no_secrets(receiver.received, stdout, stderr)
+
+
+async def test_with_the_file_silent_the_otel_environment_variables_apply(
+    receiver: HttpReceiver | GrpcReceiver,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+) -> None:
+    loopback_provider.script(Scenario.text("Hello"), provider="a")
+    settings = loopback_settings(PROVIDERS)  # no [otel] section at all
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": protocol_of(receiver),
+        "OTEL_EXPORTER_OTLP_HEADERS": f"x-collector-token={COLLECTOR_TOKEN}",
+        "OTEL_SERVICE_NAME": "agentcore-from-env",
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=e2e",
+    }
+    code, stdout, stderr = await infer(settings, "--model", "a:claude-e2e", "Hi", env=env)
+    assert code == 0, stderr
+    [span] = receiver.received.named("chat claude-e2e")
+    assert span.resource["service.name"] == "agentcore-from-env"
+    assert span.resource["deployment.environment"] == "e2e"
+    assert span.attributes["gen_ai.request.model"] == "claude-e2e"
+    assert receiver.received.points["gen_ai.client.token.usage"]
+    assert all(h.get("x-collector-token") == COLLECTOR_TOKEN for h in receiver.received.headers)
     no_secrets(receiver.received, stdout, stderr)
 
 

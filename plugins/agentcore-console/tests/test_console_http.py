@@ -20,6 +20,7 @@ from agentcore_waiting_trace import WaitingTrace
 
 from agentcore.inference import InferenceError, Message, Request
 from agentcore.kernel import Kernel, PluginLoadError, SettingsError
+from agentcore.redaction import redact
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 
 TOKEN = "console-token-31337-test"
@@ -158,6 +159,8 @@ async def test_beyond_loopback_a_token_is_required_everywhere(
         async with client.get(base + "events?token=" + TOKEN) as events:
             assert events.status == 200
             await next_state(events)
+        # A secret like any other: no log line, trace or page could show it.
+        assert TOKEN not in redact(f"GET /?token={TOKEN}")
 
 
 async def test_beyond_loopback_without_a_token_the_host_does_not_start(

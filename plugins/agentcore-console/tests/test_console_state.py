@@ -59,7 +59,14 @@ def test_a_hold_is_shown_until_its_release() -> None:
     [wait] = snap["waiting"]
     assert (wait["reason"], wait["sinceMs"], wait["untilMs"]) == ("backoff", 1_000, 5_000)
     assert snap["providers"] == [
-        {"name": "a", "kind": "anthropic", "inFlight": 1, "completed": 0, "failed": 0}
+        {
+            "name": "a",
+            "kind": "anthropic",
+            "inFlight": 1,
+            "completed": 0,
+            "failed": 0,
+            "slots": None,
+        }
     ]
     feed(
         state,
@@ -139,6 +146,40 @@ def test_servers_their_grant_and_requests_in_flight() -> None:
     assert failure["error"] == "server 500: boom" and failure["serverId"] == "srv"
     feed(state, "mcpl:server_state", serverId="srv", state="closed")
     assert state.snapshot()["servers"][0]["state"] == "closed"
+
+
+def slots(state: HostState, change: str, in_use: int, provider: str = "a") -> None:
+    feed(
+        state,
+        "rate_limit:slots",
+        change=change,
+        provider=provider,
+        inUse=in_use,
+        maxInFlight=2,
+        scope="replica",
+        inferenceId=f"inf_{in_use}",
+        attempt=1,
+    )
+
+
+def providers(state: HostState) -> dict[str, object]:
+    return {p["name"]: p["slots"] for p in state.snapshot()["providers"]}
+
+
+def test_rate_limit_slots_in_use_follow_each_slot_taken_and_given_back() -> None:
+    state = HostState()
+    feed(state, "inference:start", inferenceId="inf_0", model="b:m", provider="b")
+    assert providers(state) == {"b": None}  # no limit on b: nothing to show
+    slots(state, "taken", 1)
+    version = state.version
+    slots(state, "taken", 2)
+    assert state.version > version  # a change the page is told of
+    assert providers(state)["a"] == {"inUse": 2, "limit": 2, "scope": "replica"}
+    slots(state, "released", 1)
+    slots(state, "taken", 2)
+    slots(state, "released", 1)
+    slots(state, "released", 0)
+    assert providers(state) == {"a": {"inUse": 0, "limit": 2, "scope": "replica"}, "b": None}
 
 
 def test_unknown_traces_change_nothing_and_failures_are_capped() -> None:

@@ -38,12 +38,14 @@ def exported() -> Exported:
 
 @pytest.fixture
 def otel_kernel(exported: Exported, loopback_settings: Callable[..., Path]) -> Callable[..., Any]:
-    """``async with otel_kernel(otel={...}, **settings) as kernel``: the default policies
-    and the otel plugin (exporting into `exported`), providers on the loopback server."""
+    """``async with otel_kernel(otel={...}, plugins={...}, **settings) as kernel``: the
+    default policies (and `plugins`) and the otel plugin (exporting into `exported`),
+    providers on the loopback server."""
 
     def load(
         otel: dict[str, Any] | None = None,
         sections: dict[str, Any] | None = None,
+        plugins: dict[str, Any] | None = None,
         **settings: Any,
     ) -> Kernel:
         path = loopback_settings(
@@ -59,6 +61,7 @@ def otel_kernel(exported: Exported, loopback_settings: Callable[..., Path]) -> C
                 "provider-hold": ProviderHold,
                 "waiting-trace": WaitingTrace,
                 "otel": exported.plugin,
+                **(plugins or {}),
             },
         )
 

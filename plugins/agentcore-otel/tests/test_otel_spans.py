@@ -4,6 +4,7 @@ went (attempts, waits, retries, holds), errors, content only when asked, never a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from contextlib import aclosing
@@ -12,11 +13,14 @@ from typing import Any
 
 import pytest
 from agentcore_otel import OtelExport, OtelSettings, export_enabled, otlp_exporters
+from agentcore_rate_limit import RateLimit
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Exported
 
 from agentcore.inference import Complete, InferenceError, Message, Request
+from agentcore.inference.models import HostTurn
 from agentcore.kernel import Kernel, SettingsError
+from agentcore.redaction import redact
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 
 
@@ -56,6 +60,18 @@ async def test_a_completed_inference_is_one_chat_span_with_the_genai_attributes(
     [attempt] = exported.named("attempt")
     assert attempt.parent is not None and attempt.parent.span_id == span.context.span_id
     assert exported.plugin.recorder is None  # stopped: nothing left open
+
+
+async def test_a_host_turn_names_its_conversation(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(Scenario.text("turn"), provider="a")
+    turn = request()
+    turn.turn = HostTurn("conv-host-3", 2, "Hi")
+    async with otel_kernel() as kernel:
+        await kernel.complete(turn)
+    [span] = exported.named("chat claude-otel")
+    assert dict(span.attributes or {})["gen_ai.conversation.id"] == "conv-host-3"
 
 
 async def test_the_openai_wire_is_named_openai_and_a_stream_says_so(
@@ -163,6 +179,21 @@ async def test_a_call_refused_before_any_provider_call_is_counted(
     assert second[0].status.status_code is StatusCode.ERROR
 
 
+async def test_rate_limit_slots_in_use_are_a_gauge_by_provider(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    provider.script(*[Scenario.text("slow", delay_s=0.3)] * 3, provider="a")
+    limits = {"rate_limit": {"providers": {"a": {"max_in_flight": 2}}}}
+    async with otel_kernel(sections=limits, plugins={"rate-limit": RateLimit}) as kernel:
+        calls = asyncio.gather(*(kernel.complete(request()) for _ in range(3)))
+        async with asyncio.timeout(10):
+            while [p.value for p in exported.points("agentcore.rate_limit.slots.in_use")] != [2]:
+                await asyncio.sleep(0.01)
+        await calls
+    [in_use] = exported.points("agentcore.rate_limit.slots.in_use")
+    assert (in_use.value, dict(in_use.attributes)) == (0, {"agentcore.provider": "a"})
+
+
 async def test_content_only_with_capture_content_and_redacted(
     otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
 ) -> None:
@@ -224,6 +255,19 @@ async def test_enabled_without_an_endpoint_the_plugin_records_nothing(
     async with Kernel.load(path, discover_plugins=False, plugins={"otel": plugin}) as kernel:
         assert plugin.recorder is None
         await kernel.complete(request())
+
+
+async def test_headers_from_the_environment_are_secrets_too(
+    monkeypatch: pytest.MonkeyPatch, otel_kernel: Callable[..., Kernel], provider: LoopbackServer
+) -> None:
+    # With [otel] headers unset, the exporters send OTEL_EXPORTER_OTLP_HEADERS: a
+    # credential as much as the file's headers, so nothing may print it either.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=env-team-token-5150,x-plain=ok")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "authorization=Basic%20c2VjcmV0OTk=")
+    assert "env-team-token-5150" in redact("header env-team-token-5150")
+    async with otel_kernel():
+        assert "env-team-token-5150" not in redact("header env-team-token-5150")
+        assert "Basic c2VjcmV0OTk=" not in redact("sent Basic c2VjcmV0OTk=")
 
 
 def test_the_endpoint_is_a_base_url_and_the_protocol_picks_the_exporter() -> None:

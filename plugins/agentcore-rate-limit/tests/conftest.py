@@ -62,7 +62,7 @@ def load(
             **({} if loaded else {"recorder": recorder}),
         }
         kernel = Kernel.load(
-            path, environ={}, discover_plugins=False, plugins={**(plugins or {}), **own}
+            path, environ={}, discover_plugins=False, plugins={**own, **(plugins or {})}
         )
         loaded.append(kernel)
         return kernel

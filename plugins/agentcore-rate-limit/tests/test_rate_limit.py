@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
-from agentcore_rate_limit import LIMIT_WAIT_TOO_LONG
+from agentcore_rate_limit import LIMIT_WAIT_TOO_LONG, SLOTS_TRACE
 
 from agentcore import hookimpl
 from agentcore.inference import SHUTTING_DOWN, InferenceError, Message, Request
@@ -49,6 +49,55 @@ async def test_max_in_flight_holds_calls_at_admission(
     assert most_at_once(provider) == 2
     waits = [(event, w.reason) for event, w in recorder.waits]
     assert waits.count(("start", "limit")) == waits.count(("end", "limit")) >= 4
+
+
+async def test_every_slot_taken_and_given_back_is_traced_with_the_count_and_the_limit(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    provider.latency_s = 0.05
+    async with load("[rate_limit.providers.fake]\nmax_in_flight = 2") as kernel:
+        await asyncio.gather(*(kernel.complete(req(i)) for i in range(5)))
+    slots = recorder.of(SLOTS_TRACE)
+    assert [s["change"] for s in slots].count("taken") == 5
+    assert [s["change"] for s in slots].count("released") == 5
+    assert {(s["provider"], s["maxInFlight"], s["scope"]) for s in slots} == {
+        ("fake", 2, "replica")
+    }
+    # The count follows the changes one by one, reaches the limit, never passes it.
+    held = 0
+    for s in slots:
+        held += 1 if s["change"] == "taken" else -1
+        assert s["inUse"] == held
+    assert max(s["inUse"] for s in slots) == 2
+    assert slots[-1]["inUse"] == 0
+    started = {e["inferenceId"] for e in recorder.of("inference:start")}
+    assert {s["inferenceId"] for s in slots} == started
+    assert {s["attempt"] for s in slots} == {1}
+
+
+async def test_a_slot_given_back_at_shutdown_is_traced(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    provider.script = [STALL]
+    kernel = load("[rate_limit.providers.fake]\nmax_in_flight = 3")
+    await kernel.start()
+    stalled = asyncio.create_task(kernel.complete(req("stalled")))
+    await provider.stalled.wait()
+    assert [(s["change"], s["inUse"]) for s in recorder.of(SLOTS_TRACE)] == [("taken", 1)]
+    await kernel.stop()
+    await asyncio.gather(stalled, return_exceptions=True)
+    assert [(s["change"], s["inUse"]) for s in recorder.of(SLOTS_TRACE)] == [
+        ("taken", 1),
+        ("released", 0),
+    ]
+
+
+async def test_a_provider_limited_per_minute_only_takes_no_slot(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    async with load("[rate_limit.providers.fake]\nrequests_per_minute = 10") as kernel:
+        await kernel.complete(req(1))
+    assert recorder.of(SLOTS_TRACE) == []
 
 
 @pytest.mark.parametrize("backend", ["redis"])
@@ -191,10 +240,13 @@ class RefuseAfterTheLimit:
 
 
 async def test_a_slot_comes_back_when_a_later_policy_refuses_the_call(
-    load: Load, provider: Any
+    load: Load, provider: Any, recorder: Any
 ) -> None:
     limits = "max_wait_s = 2\n[rate_limit.providers.fake]\nmax_in_flight = 1"
-    # Registered before the rate limit, so called after it (pluggy: last registered first).
+    # Registered after the rate limit, so called after it (pluggy calls trylast hooks
+    # in the order they were registered). The traces show the slot taken, then given back.
     async with load(limits, plugins={"refuser": RefuseAfterTheLimit()}) as kernel:
         assert "refused after the limit" in str(await fail(kernel, req("refused")))
         assert (await asyncio.wait_for(kernel.complete(req("next")), 1.0)).text == "hello"
+    changes = [(s["change"], s["inUse"]) for s in recorder.of(SLOTS_TRACE)]
+    assert changes == [("taken", 1), ("released", 0), ("taken", 1), ("released", 0)]

@@ -53,6 +53,7 @@ class HostState:
             "inference:waiting": self._waiting,
             "provider:hold": self._hold,
             "provider:release": self._release,
+            "rate_limit:slots": self._slots,
             "mcpl:server_state": self._server_state,
             "mcpl:policy_change": self._policy_change,
             "mcpl:inference_start": self._mcpl_start,
@@ -74,7 +75,14 @@ class HostState:
     def _provider(self, name: str) -> dict[str, Any]:
         provider = self.providers.get(name)
         if provider is None:
-            provider = {"name": name, "kind": None, "inFlight": 0, "completed": 0, "failed": 0}
+            provider = {
+                "name": name,
+                "kind": None,
+                "inFlight": 0,
+                "completed": 0,
+                "failed": 0,
+                "slots": None,
+            }
             self.providers[name] = provider
         return provider
 
@@ -180,6 +188,17 @@ class HostState:
         f = event.fields
         model = "*" if f.get("key") == "provider" else str(f.get("model"))
         self.holds.pop((str(f.get("provider")), model), None)
+
+    # -- rate-limit slots ------------------------------------------------------------------
+
+    def _slots(self, event: TraceEvent) -> None:
+        """Each trace carries the count after the change, so the latest one is the truth."""
+        f = event.fields
+        self._provider(str(f.get("provider")))["slots"] = {
+            "inUse": int(f.get("inUse") or 0),
+            "limit": f.get("maxInFlight"),
+            "scope": f.get("scope"),
+        }
 
     # -- MCPL servers ----------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
+from opentelemetry.util.re import parse_env_headers
 from pydantic import Field
 
 from agentcore import __version__, hookimpl
@@ -52,6 +53,11 @@ ENDPOINT_ENVS = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+)
+HEADER_ENVS = (
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
 )
 STOP_TIMEOUT_S = 3.0
 """How long `agentcore_stop` gives the last export: `serve` must exit within 10 s."""
@@ -79,6 +85,17 @@ class OtelSettings(Section):
 
 def export_enabled(settings: OtelSettings) -> bool:
     return bool(settings.endpoint) or any(os.environ.get(name) for name in ENDPOINT_ENVS)
+
+
+def exporter_headers(settings: OtelSettings) -> list[str]:
+    """The values of every header an export may send: ``[otel] headers``, else the
+    ``OTEL_EXPORTER_OTLP_*HEADERS`` variables the exporters read themselves."""
+    if settings.headers is not None:
+        return list(settings.headers.values())
+    values: list[str] = []
+    for name in HEADER_ENVS:
+        values += parse_env_headers(os.environ.get(name, ""), liberal=True).values()
+    return values
 
 
 def _protocol(settings: OtelSettings) -> Protocol:
@@ -183,7 +200,7 @@ class OtelExport:
         if isinstance(context.settings, OtelSettings):
             self.settings = context.settings
         settings = self.settings
-        for value in (settings.headers or {}).values():
+        for value in exporter_headers(settings):
             register_secret(value)  # an exporter header is a credential, whatever its name
         injected = self._span_exporter is not None or self._metric_reader is not None
         if not injected and not export_enabled(settings):
@@ -279,5 +296,6 @@ __all__ = [
     "OtelSettings",
     "Recorder",
     "export_enabled",
+    "exporter_headers",
     "otlp_exporters",
 ]

@@ -150,6 +150,11 @@ class Recorder:
             unit="{request}",
             description="Inferences refused before any provider call (a wait too long).",
         )
+        self._slots = meter.create_gauge(
+            "agentcore.rate_limit.slots.in_use",
+            unit="{slot}",
+            description="Rate-limit slots (max_in_flight) this host holds, by provider.",
+        )
         self._handlers = {
             "inference:start": self._start,
             "inference:complete": self._complete,
@@ -157,6 +162,7 @@ class Recorder:
             "inference:retry": self._retry,
             "inference:waiting": self._waiting,
             "provider:hold": self._hold,
+            "rate_limit:slots": self._slots_in_use,
             "mcpl:inference_start": self._mcpl_start,
             "mcpl:inference_complete": self._mcpl_end,
             "mcpl:inference_fail": self._mcpl_end,
@@ -331,6 +337,10 @@ class Recorder:
                 {HOLD_REASON: reason, "agentcore.duration_ms": int(f.get("durationMs") or 0)},
                 timestamp=_ns(event.timestamp),
             )
+
+    def _slots_in_use(self, event: TraceEvent) -> None:
+        f = event.fields
+        self._slots.set(int(f.get("inUse") or 0), {PROVIDER: str(f.get("provider"))})
 
     def _complete(self, event: TraceEvent) -> None:
         f = event.fields

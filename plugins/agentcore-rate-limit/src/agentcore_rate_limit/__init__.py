@@ -9,6 +9,10 @@ across every replica that shares the kernel's ``[fleet]`` store.
   come back when their leases run out. The slot is given back when the attempt ends
   (`on_attempt_end`: completion, failure, cancellation), when its inference fails
   before reaching the provider (the ``inference:fail`` trace), and at shutdown.
+- Each slot taken and given back is a ``rate_limit:slots`` trace (`SLOTS_TRACE`): the
+  provider, ``inUse`` and ``maxInFlight``. ``inUse`` counts the slots this replica
+  holds (``scope``: ``replica``), read from its own books at no store cost; the limit
+  is fleet-wide, so on a shared Redis store other replicas may hold the rest.
 - ``requests_per_minute`` is a sliding window in the store: a call is counted when it
   is admitted.
 - A call over a limit waits, announced as a ``limit`` wait (`inference:waiting` with
@@ -55,6 +59,8 @@ from agentcore.traces import TraceEvent
 
 LIMIT_WAIT_TOO_LONG = "limit_wait_too_long"
 """`InferenceError.code` of a call that would wait longer than ``max_wait_s`` for a limit."""
+SLOTS_TRACE = "rate_limit:slots"
+"""The trace of a slot taken or given back: how many this replica holds, and the limit."""
 MAX_WAIT_SETTING = "[rate_limit] max_wait_s"
 WINDOW_S = 60.0
 RELEASE_TIMEOUT_S = 2.0
@@ -158,9 +164,8 @@ class RateLimit:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-        slots, self._slots = self._slots, {}
-        for slot in slots.values():
-            self._release_soon(slot)
+        for held in list(self._slots):
+            self._release_soon(self._give_back(held))
         if self._releases:
             await asyncio.wait(set(self._releases), timeout=RELEASE_TIMEOUT_S)
 
@@ -178,7 +183,7 @@ class RateLimit:
             if limit.max_in_flight is not None:
                 # Whether or not the slot was taken (a cancel may land while the store
                 # takes it), it is given back: releasing a slot nobody holds does nothing.
-                self._slots.pop((attempt.inference.id, attempt.number), None)
+                self._give_back((attempt.inference.id, attempt.number))
                 self._release_soon(slot)
             raise
 
@@ -275,6 +280,7 @@ class RateLimit:
 
     def _hold(self, attempt: Attempt, slot: _Slot) -> None:
         self._slots[(attempt.inference.id, attempt.number)] = slot
+        self._trace_slots("taken", slot.key, attempt.inference.id, attempt.number)
         if self._renewer is None and not self._stopped.is_set():
             self._renewer = asyncio.create_task(self._renew(), name="rate-limit slot leases")
 
@@ -292,8 +298,34 @@ class RateLimit:
                 except FleetUnavailable as exc:
                     logger.warning("rate-limit could not renew its slots of {!r}: {}", key, exc)
 
-    def _release_soon(self, slot: _Slot) -> None:
+    def _give_back(self, held: tuple[str, int]) -> _Slot | None:
+        """Strike a slot off this replica's books (traced); the store is told by the caller."""
+        slot = self._slots.pop(held, None)
+        if slot is not None:
+            self._trace_slots("released", slot.key, *held)
+        return slot
+
+    def _trace_slots(
+        self, change: Literal["taken", "released"], provider: str, inference_id: str, attempt: int
+    ) -> None:
+        if self._context is None:
+            return
+        limit = self.settings.providers.get(provider)
+        self._context.emit_now(
+            SLOTS_TRACE,
+            change=change,
+            provider=provider,
+            inUse=sum(1 for slot in self._slots.values() if slot.key == provider),
+            maxInFlight=None if limit is None else limit.max_in_flight,
+            scope="replica",
+            inferenceId=inference_id,
+            attempt=attempt,
+        )
+
+    def _release_soon(self, slot: _Slot | None) -> None:
         """Give a slot back in a task of its own: a cancelled caller cannot stop it."""
+        if slot is None:
+            return
         task = asyncio.create_task(self._release(slot), name="rate-limit slot release")
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
@@ -307,7 +339,7 @@ class RateLimit:
 
     @hookimpl
     async def on_attempt_end(self, attempt: Attempt) -> None:
-        slot = self._slots.pop((attempt.inference.id, attempt.number), None)
+        slot = self._give_back((attempt.inference.id, attempt.number))
         if slot is not None:
             await self._release(slot)
 
@@ -319,11 +351,12 @@ class RateLimit:
             return
         inference_id = event.fields.get("inferenceId")
         for held in [k for k in self._slots if k[0] == inference_id]:
-            self._release_soon(self._slots.pop(held))
+            self._release_soon(self._give_back(held))
 
 
 __all__ = [
     "LIMIT_WAIT_TOO_LONG",
+    "SLOTS_TRACE",
     "ProviderLimit",
     "RateLimit",
     "RateLimitSettings",

@@ -245,11 +245,13 @@ class RedisFleetStore:
     async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         """Run one script, sent with every other started in this turn of the event loop (see
         `_send`); an unreachable Redis is `FleetUnavailable` (logged once per outage)."""
-        loop = asyncio.get_running_loop()
         if self._batch is None:
             self._batch = []
-            loop.call_soon(self._send)  # after every task ready in this turn has run
-        reply: asyncio.Future[Any] = loop.create_future()
+            # Its first step runs in the next turn, after every task ready in this one.
+            task = asyncio.create_task(self._send(), name="fleet store round trip")
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._batch.append((script, keys, args, reply))
         try:
             result = await reply
@@ -263,13 +265,12 @@ class RedisFleetStore:
             logger.info("the fleet store ({}) is reachable again", self.description)
         return result
 
-    def _send(self) -> None:
-        """Send the scripts of this turn together, in a task of their own: a caller cancelled
-        meanwhile stops waiting for its reply, not the others' round trip."""
-        batch, self._batch = self._batch or [], None
-        task = asyncio.create_task(self._execute(batch), name="fleet store round trip")
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+    async def _send(self) -> None:
+        """Send the scripts started in the last turn together, in a task of their own: a
+        caller cancelled meanwhile stops waiting for its reply, not the others' round trip."""
+        batch, self._batch = self._batch, None
+        if batch:
+            await self._execute(batch)
 
     async def _execute(self, batch: list[_Call]) -> None:
         """One script: one EVALSHA. More: one pipeline (not a transaction: each script is
@@ -412,4 +413,6 @@ class RedisFleetStore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await listener
         self._wake_all()
+        if self._sending:  # scripts already on their way (a slot's release) get their replies
+            await asyncio.wait(set(self._sending))
         await self._client.aclose()

@@ -121,9 +121,11 @@ _TAKE = (
     + """
 local slots, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
 local per_window, window = tonumber(ARGV[4]), tonumber(ARGV[5])
+local taken = 0
 if per_window > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-  if redis.call('ZCARD', KEYS[2]) >= per_window then
+  taken = redis.call('ZCARD', KEYS[2])
+  if taken >= per_window then
     local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
     return {2, math.max(1, tonumber(oldest[2]) + window - now)}
   end
@@ -139,7 +141,9 @@ if slots > 0 then
     + """
 end
 if per_window > 0 then
-  redis.call('ZADD', KEYS[2], now, ARGV[1])
+  -- One member per take, even a holder's second in the same ms (the memory store counts
+  -- each take too).
+  redis.call('ZADD', KEYS[2], now, ARGV[1] .. '@' .. now .. '#' .. taken)
   redis.call('PEXPIRE', KEYS[2], window)
 end
 return {0}

@@ -280,6 +280,13 @@ async def test_no_slot_takes_no_place_in_the_window(store: FleetStore) -> None:
     assert refusal is not None and refusal.limit == "window"
 
 
+async def test_every_take_counts_in_the_window_even_a_holders_second(store: FleetStore) -> None:
+    assert await take_both(store, "a", 1, 2) is None
+    assert await take_both(store, "a", 1, 2) is None  # its own slot, renewed; a second take
+    refusal = await take_both(store, "b", 2, 2)
+    assert refusal is not None and refusal.limit == "window"
+
+
 async def test_concurrent_takes_across_replicas_keep_both_limits(
     stores: Callable[[], FleetStore],
 ) -> None:

@@ -748,9 +748,14 @@ def _trace_fields(inference: Inference) -> dict[str, Any]:
     if server is not None:
         fields["serverId"] = server
         fields["mcplRequestId"] = metadata.get("mcplRequestId")  # the request it answers
-    conversation = metadata.get("conversationId")
-    if conversation is not None:
-        fields["conversationId"] = conversation
+    turn = inference.request.turn
+    if turn is not None:  # one of the host's own turns: its conversation and place in it
+        fields["conversationId"] = turn.conversation_id
+        fields["turnIndex"] = turn.turn_index
+    else:
+        conversation = metadata.get("conversationId")
+        if conversation is not None:
+            fields["conversationId"] = conversation
     return fields
 
 

@@ -311,6 +311,7 @@ class Kernel:
             complete=self.complete,
             stream=self.stream,
             model_info=self.model_info,
+            media_types=self.media_types,
             mcpl_servers=lambda: self.mcpl_servers(),  # set once an McplHost runs
             fleet=lambda: self.fleet,
         )
@@ -356,6 +357,12 @@ class Kernel:
         name, model = split_model(reference)
         config = self.settings.providers.get(name)
         return describe_model(model, config.models.get(model) if config else None)
+
+    def media_types(self, reference: str) -> frozenset[str]:
+        """The media types (`MediaBlock`) the provider of a model reference carries in a user
+        message: what it declares as `media_types`; a provider that declares none, none."""
+        declared = getattr(self.provider(split_model(reference)[0]), "media_types", None)
+        return declared if isinstance(declared, frozenset) else frozenset()
 
     def provider(self, name: str) -> Provider:
         provider = self._providers.get(name)

@@ -65,7 +65,7 @@ import asyncio
 import importlib.metadata
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -109,15 +109,34 @@ DEFAULT_MANIFEST_FETCH_INTERVAL_S = 1.0
 PENDING_RECEIPT = "pending_receipt"
 """Why a feature set the new policy enables is not enabled yet (§6.7: after the receipt)."""
 
-# What this host supports, as §5.2 shapes it.
+# What the connection layer itself supports, as §5.2 shapes it. The rest of what a host
+# advertises comes from the plugins that provide each policy (`host_capabilities`).
 HOST_MCPL_CAPABILITIES: dict[str, Any] = {
     "version": MCPL_VERSION,
-    "inferenceRequest": {"streaming": True},
-    "modelInfo": True,
-    "contextHooks": {"beforeInference": True},
-    "inferenceLifecycle": True,
     "featureSets": True,
 }
+
+
+def host_capabilities(contributed: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """`HOST_MCPL_CAPABILITIES` merged with the capabilities plugins provide (objects merged
+    member by member, §5.1's nesting; ``true`` wins over an object beneath it)."""
+    merged = dict(HOST_MCPL_CAPABILITIES)
+    for capabilities in contributed:
+        _merge(merged, capabilities)
+    return merged
+
+
+def _merge(into: dict[str, Any], more: Mapping[str, Any]) -> None:
+    for key, value in more.items():
+        here = into.get(key)
+        if isinstance(here, dict) and isinstance(value, Mapping):
+            _merge(here, value)
+        elif isinstance(value, Mapping) and here is not True:
+            into[key] = {}
+            _merge(into[key], value)
+        elif here is None or value is True:
+            into[key] = value
+
 
 # Server→host methods and the capability each needs (§9, §11, §12, §14.1).
 INBOUND_CAPABILITY: dict[str, str] = {
@@ -1059,4 +1078,5 @@ __all__ = [
     "PolicyStep",
     "ServerConnection",
     "TraceEmitter",
+    "host_capabilities",
 ]

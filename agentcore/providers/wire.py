@@ -47,6 +47,7 @@ from agentcore.inference import (
     Complete,
     Failed,
     InferenceError,
+    MediaBlock,
     OutputBlock,
     Request,
     Response,
@@ -74,6 +75,7 @@ __all__ = [
     "Wire",
     "fast_loads",
     "json_object",
+    "not_carried",
     "read_usage",
     "replay",
     "resolve_key",
@@ -92,6 +94,9 @@ class HttpCall:
 class Wire:
     """One provider's wire format: where to send, what headers, and a translator per call."""
 
+    media_types: frozenset[str] = frozenset()
+    """The media types (`MediaBlock.mime_type`) this wire carries in a user message; a
+    request holding any other is refused (`not_carried`). None: text only."""
     base_url: str
     headers: dict[str, str]
     """Sent with every call, the auth header included; ``[providers.NAME] headers`` go on top."""
@@ -292,6 +297,16 @@ def replay(response: Response) -> list[StreamEvent]:
     events.append(UsageUpdate(response.usage))
     events.append(Complete(response))
     return events
+
+
+def not_carried(wire: str, block: MediaBlock) -> InferenceError:
+    """The error for a media block `wire` has no place for: the request is refused before
+    it is sent, rather than sent without what it asked for."""
+    return InferenceError(
+        "invalid_request",
+        f"The {wire} wire does not carry {block.kind} ({block.mime_type}) in a message",
+        retryable=False,
+    )
 
 
 def resolve_key(

@@ -461,3 +461,40 @@ async def test_model_info_from_the_built_in_table(rig: RigFactory) -> None:
         "contextWindow": 200000,
         "capabilities": ["vision", "tools"],
     }
+
+
+# -- what the host advertises (§5.2) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("disabled", "advertised"),
+    [
+        (
+            [],
+            {
+                "version": "0.5",
+                "featureSets": True,
+                "inferenceRequest": {"streaming": True},
+                "modelInfo": True,
+                "contextHooks": {"beforeInference": True},
+                "inferenceLifecycle": True,
+            },
+        ),
+        (
+            ["mcpl-context"],
+            {
+                "version": "0.5",
+                "featureSets": True,
+                "inferenceRequest": {"streaming": True},
+                "modelInfo": True,
+            },
+        ),
+        (["mcpl-context", "mcpl-router"], {"version": "0.5", "featureSets": True}),
+    ],
+)
+async def test_the_host_advertises_only_the_policies_a_plugin_provides(
+    rig: RigFactory, disabled: list[str], advertised: dict[str, Any]
+) -> None:
+    r = await rig({"srv": script()}, extra={"plugins": {"disabled": disabled}})
+    assert r.server.initialize is not None
+    assert r.server.initialize["capabilities"] == {"experimental": {"mcpl": advertised}}

@@ -76,6 +76,11 @@ class McplContext:
     def agentcore_start(self, context: PluginContext) -> None:
         self._context = context
 
+    @hookimpl
+    def agentcore_mcpl_capabilities(self) -> dict[str, Any]:
+        """What the host advertises because this plugin runs (§5.2)."""
+        return {"contextHooks": {"beforeInference": True}, INFERENCE_LIFECYCLE: True}
+
     @property
     def _ctx(self) -> PluginContext:
         assert self._context is not None, "the mcpl-context plugin was not started"
@@ -100,24 +105,32 @@ class McplContext:
         if not servers:
             return []
         model = self._model(inference)
+        media_types = self._ctx.media_types(inference.request.model)
         answers = await asyncio.gather(
-            *(self._ask(server, inference, turn, model) for server in servers)
+            *(self._ask(server, inference, turn, model, media_types) for server in servers)
         )
         injections: list[Injection] = []
         for server, answer in zip(servers, answers, strict=True):  # settings order (§10.8)
             await self._trace(server, inference, answer)
-            injections.extend(Injection(i.position, i.text, server.name) for i in answer.injections)
+            injections.extend(
+                Injection(i.position, i.content, server.name) for i in answer.injections
+            )
         return injections
 
     async def _ask(
-        self, server: ServerConnection, inference: Inference, turn: HostTurn, model: dict[str, Any]
+        self,
+        server: ServerConnection,
+        inference: Inference,
+        turn: HostTurn,
+        model: dict[str, Any],
+        media_types: frozenset[str],
     ) -> HookAnswer:
         # §10.1: the user's text only to a server granted observe; null to the rest.
         user_message = turn.user_message if may_observe(server.grant) else None
         params = before_inference_params(
             inference.id, turn.conversation_id, turn.turn_index, user_message, model
         )
-        return await before_inference(server, params, self._timeout_s)
+        return await before_inference(server, params, self._timeout_s, media_types)
 
     async def _trace(
         self, server: ServerConnection, inference: Inference, answer: HookAnswer

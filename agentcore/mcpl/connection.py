@@ -342,20 +342,31 @@ class ServerConnection:
         server is refused (§10.7). Raises `RemoteError`, `TimeoutError`,
         `ConnectionClosed`, or McplError -32002 for a method the grant does not allow.
         """
+        future = self.request_soon(method, params)
+        async with asyncio.timeout(timeout):
+            return await future
+
+    def request_soon(
+        self, method: str, params: dict[str, Any] | None = None
+    ) -> asyncio.Future[Any]:
+        """`request` without waiting (`JsonRpcPeer.request_soon`): sent now, the future
+        resolves with the result; cancel it to stop waiting. Raises at once what `request`
+        raises before sending (McplError -32002, `ConnectionClosed`)."""
         peer = self._live_peer()
         self._check_outbound(method)
-        hook = method.startswith("context/")
-        if hook:
+        future = peer.request_soon(method, params)
+        if method.startswith("context/"):
             self._hooks_pending += 1
-        try:
-            return await peer.request(method, params, timeout=timeout)
-        finally:
-            # Runs in the same step in which the response resumes us, before
-            # the task of any request read after that response (see jsonrpc),
-            # so a request the server sends after answering the hook is not
-            # mistaken for one from inside it.
-            if hook and self._peer is peer:
-                self._hooks_pending -= 1
+            # Runs when the response resolves the future, before the task of any
+            # request read after that response (see jsonrpc), so a request the
+            # server sends after answering the hook is not mistaken for one from
+            # inside it.
+            future.add_done_callback(lambda _: self._hook_answered(peer))
+        return future
+
+    def _hook_answered(self, peer: JsonRpcPeer) -> None:
+        if self._peer is peer:
+            self._hooks_pending -= 1
 
     def notify_soon(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Queue a notification for this session, sent in order without making the caller

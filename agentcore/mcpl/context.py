@@ -3,9 +3,10 @@
 of every host. Which servers take part, how long they may take, what is traced: that
 is policy, in the `mcpl-context` plugin.
 
-- `before_inference` sends the hook request and authorizes each returned injection on
-  its own, by its `position`, against the grant current when the response arrives
-  (§5.4 "enforcement is evaluated at response-receipt", §10.8, §13.4); the `featureSet`
+- `before_inference` sends the hook request to every server at once and authorizes
+  each returned injection on its own, by its `position`, against the grant current
+  when the response arrives (§5.4 "enforcement is evaluated at response-receipt",
+  §10.8, §13.4); the `featureSet`
   and `namespace` a response names authorize nothing (§5.4). While the request is
   pending, an `inference/request` from that server is refused (§10.7; the connection
   does this for every `context/*` request).
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import functools
 import html
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -100,22 +103,69 @@ def before_inference_params(
 
 
 async def before_inference(
-    connection: ServerConnection,
-    params: dict[str, Any],
+    asks: Sequence[tuple[ServerConnection, dict[str, Any]]],
     timeout_s: float,
     media_types: frozenset[str] = frozenset(),
-) -> HookAnswer:
-    """Ask one server for context, within `timeout_s` (§10.6), the send included; media
-    blocks are kept when the turn's provider carries their type (`media_types`). Never
-    raises for what the server does: the answer says what happened."""
+    on_answer: Callable[[int, HookAnswer], None] | None = None,
+) -> list[HookAnswer]:
+    """Ask every server of `asks` (a connection and its §10.1 params) for context, all at
+    once, each within `timeout_s` (§10.6), the send included. Media blocks are kept where
+    the turn's provider carries their type (`media_types`). Each answer is authorized when
+    it arrives (§5.4: the grant at response-receipt) and handed to `on_answer` (its index
+    in `asks`) then, while slower servers are still working. No task per server: one
+    wait over every request's future. Never raises for what a server does: the answers,
+    in the order of `asks`, say what happened."""
+    answers: list[HookAnswer | None] = [None] * len(asks)
+
+    def answered(i: int, answer: HookAnswer) -> None:
+        if answers[i] is not None:
+            return  # read at the deadline already
+        answers[i] = answer
+        if on_answer is not None:
+            on_answer(i, answer)
+
+    def arrived(i: int, connection: ServerConnection, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled():  # cancelled: given up at the timeout, answered there
+            answered(i, _hook_answer(future, connection, media_types))
+
+    waiting: dict[asyncio.Future[Any], int] = {}
+    for i, (connection, params) in enumerate(asks):
+        try:
+            future = connection.request_soon(BEFORE_INFERENCE, params)
+        except McplError as exc:  # the connection would not send it: its grant or state
+            answered(i, HookAnswer("refused", error=exc.message))
+            continue
+        except ConnectionClosed as exc:
+            answered(i, HookAnswer("error", error=str(exc) or "the connection closed"))
+            continue
+        future.add_done_callback(functools.partial(arrived, i, connection))
+        waiting[future] = i
     try:
-        async with asyncio.timeout(timeout_s):
-            result = await connection.request(BEFORE_INFERENCE, params)
-    except TimeoutError:
-        return HookAnswer("timeout", error=f"no answer within {timeout_s:g} s")
+        if waiting:
+            await asyncio.wait(waiting, timeout=timeout_s)
+    except asyncio.CancelledError:  # the turn was cancelled: stop waiting for anyone
+        for future in waiting:
+            future.cancel()
+        raise
+    for future, i in waiting.items():
+        if answers[i] is not None:
+            continue
+        if future.done():  # done at the deadline, its callback not run yet
+            answered(i, _hook_answer(future, asks[i][0], media_types))
+        else:
+            future.cancel()
+            answered(i, HookAnswer("timeout", error=f"no answer within {timeout_s:g} s"))
+    return [answer for answer in answers if answer is not None]
+
+
+def _hook_answer(
+    future: asyncio.Future[Any], connection: ServerConnection, media_types: frozenset[str]
+) -> HookAnswer:
+    try:
+        result = future.result()
     except RemoteError as exc:  # before McplError, which it is a kind of
         return HookAnswer("error", error=f"the server answered error {exc.code}: {exc.message}")
-    except McplError as exc:  # the connection would not send it: its grant or state
+    except McplError as exc:
         return HookAnswer("refused", error=exc.message)
     except ConnectionClosed as exc:
         return HookAnswer("error", error=str(exc) or "the connection closed")

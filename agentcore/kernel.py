@@ -119,6 +119,7 @@ class Kernel:
         self._pm = pm
         self.hooks = Hooks(pm)
         self._providers: dict[str, Provider] = {}
+        self._model_infos: dict[str, ModelInfo] = {}  # the settings are fixed: made once each
         self._watchdogs: set[Watchdog] = set()
         self._turn_watchdogs: set[Watchdog] = set()
         self._turns: set[_HostTurn] = set()
@@ -354,9 +355,15 @@ class Kernel:
     def model_info(self, reference: str) -> ModelInfo:
         """What the host knows of a model reference's model (``[providers.NAME.models.MODEL]``,
         then built-in knowledge), for MCPL's `model/info` and context hooks."""
-        name, model = split_model(reference)
-        config = self.settings.providers.get(name)
-        return describe_model(model, config.models.get(model) if config else None)
+        info = self._model_infos.get(reference)
+        if info is None:
+            name, model = split_model(reference)
+            config = self.settings.providers.get(name)
+            info = describe_model(model, config.models.get(model) if config else None)
+            if len(self._model_infos) >= 1024:  # references are the host's own: a bound anyway
+                self._model_infos.clear()
+            self._model_infos[reference] = info
+        return info
 
     def media_types(self, reference: str) -> frozenset[str]:
         """The media types (`MediaBlock`) the provider of a model reference carries in a user

@@ -179,7 +179,7 @@ async def run(servers: int, turns: int, warmup: int, work_s: float) -> int:
     from agentcore.inference import HostTurn, Message, Request
     from agentcore.inference.calls import Inference
     from agentcore.kernel import Kernel
-    from agentcore.mcpl.host import McplHost
+    from agentcore.mcpl.host import McplHost, settle_garbage_collector
 
     with tempfile.TemporaryDirectory(prefix="agentcore-bench-") as tmp:
         kernel = Kernel.load(settings(Path(tmp), servers, work_s), environ={})
@@ -198,6 +198,7 @@ async def run(servers: int, turns: int, warmup: int, work_s: float) -> int:
                 if ready != servers:
                     print(f"only {ready} of {servers} servers are ready")
                     return 1
+                settle_garbage_collector()  # as `agentcore serve` does once it serves
 
                 async def agentcore_turn(n: int) -> tuple[float, float, float]:
                     turn = HostTurn("conv_bench", n, "hello")

@@ -81,6 +81,7 @@ from agentcore.mcpl.grants import (
 )
 from agentcore.mcpl.jsonrpc import (
     ConnectionClosed,
+    EncodedParams,
     JsonRpcPeer,
     Params,
     RemoteError,
@@ -347,7 +348,7 @@ class ServerConnection:
             return await future
 
     def request_soon(
-        self, method: str, params: dict[str, Any] | None = None
+        self, method: str, params: dict[str, Any] | EncodedParams | None = None
     ) -> asyncio.Future[Any]:
         """`request` without waiting (`JsonRpcPeer.request_soon`): sent now, the future
         resolves with the result; cancel it to stop waiting. Raises at once what `request`

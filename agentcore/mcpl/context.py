@@ -29,7 +29,7 @@ from agentcore.inference.models import MediaBlock, TextBlock
 from agentcore.inference.turns import POSITIONS, InjectedBlock, Injection, Phase, Position
 from agentcore.mcpl.connection import ServerConnection
 from agentcore.mcpl.grants import is_granted
-from agentcore.mcpl.jsonrpc import ConnectionClosed, RemoteError
+from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
 from agentcore.mcpl.protocol import McplError
 
 BEFORE_INFERENCE = "context/beforeInference"
@@ -108,13 +108,14 @@ async def before_inference(
     media_types: frozenset[str] = frozenset(),
     on_answer: Callable[[int, HookAnswer], None] | None = None,
 ) -> list[HookAnswer]:
-    """Ask every server of `asks` (a connection and its §10.1 params) for context, all at
-    once, each within `timeout_s` (§10.6), the send included. Media blocks are kept where
-    the turn's provider carries their type (`media_types`). Each answer is authorized when
-    it arrives (§5.4: the grant at response-receipt) and handed to `on_answer` (its index
-    in `asks`) then, while slower servers are still working. No task per server: one
-    wait over every request's future. Never raises for what a server does: the answers,
-    in the order of `asks`, say what happened."""
+    """Ask every server of `asks` (a connection and its §10.1 params: pass one dict to the
+    servers that get the same, it is encoded once) for context, all at once, each within
+    `timeout_s` (§10.6), the send included. Media blocks are kept where the turn's
+    provider carries their type (`media_types`). Each answer is authorized when it
+    arrives (§5.4: the grant at response-receipt) and handed to `on_answer` (its index in
+    `asks`) then, while slower servers are still working. No task per server: one wait
+    over every request's future. Never raises for what a server does: the answers, in
+    the order of `asks`, say what happened."""
     answers: list[HookAnswer | None] = [None] * len(asks)
 
     def answered(i: int, answer: HookAnswer) -> None:
@@ -129,9 +130,13 @@ async def before_inference(
             answered(i, _hook_answer(future, connection, media_types))
 
     waiting: dict[asyncio.Future[Any], int] = {}
+    encoded: dict[int, EncodedParams] = {}  # servers given the same params share one encoding
     for i, (connection, params) in enumerate(asks):
+        json_params = encoded.get(id(params))
+        if json_params is None:
+            json_params = encoded[id(params)] = encode_params(params)
         try:
-            future = connection.request_soon(BEFORE_INFERENCE, params)
+            future = connection.request_soon(BEFORE_INFERENCE, json_params)
         except McplError as exc:  # the connection would not send it: its grant or state
             answered(i, HookAnswer("refused", error=exc.message))
             continue

@@ -144,6 +144,18 @@ be echoed back without making the frame unencodable; NaN is not JSON. One encode
 every frame: `json.dumps` with options builds a new one per call."""
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedParams:
+    """A request's params already encoded (and redacted), for a request sent to many peers:
+    encoded once, not once per peer. Make one with `encode_params`."""
+
+    json: str
+
+
+def encode_params(params: dict[str, Any] | list[Any]) -> EncodedParams:
+    return EncodedParams(redact(_dumps(params)))
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -343,7 +355,9 @@ class JsonRpcPeer:
         async with asyncio.timeout(timeout):
             return await future
 
-    def request_soon(self, method: str, params: Params = None) -> asyncio.Future[Any]:
+    def request_soon(
+        self, method: str, params: Params | EncodedParams = None
+    ) -> asyncio.Future[Any]:
         """`request` without waiting: the request goes out now (in this loop iteration's
         write when the transport takes it at once, else from a task of its own), and the
         future resolves as `request` would return or raise. Cancel the future to stop
@@ -352,14 +366,18 @@ class JsonRpcPeer:
         if self._closing:
             raise ConnectionClosed(f"{self.name}: {self.close_reason}")
         request_id = next(self._ids)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
+        if isinstance(params, EncodedParams):  # the id and method are ours: nothing to redact
+            head = _dumps({"jsonrpc": "2.0", "id": request_id, "method": method})
+            text = f'{head[:-1]},"params":{params.json}}}'
+        else:
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            if params is not None:
+                message["params"] = params
+            text = redact(_dumps(message))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending[request_id] = future
         future.add_done_callback(lambda _: self._pending.pop(request_id, None))
-        text = redact(_dumps(message))
         try:
             if self._send_now(text):
                 return future
@@ -585,6 +603,7 @@ def _remote_error(error: object) -> RemoteError:
 __all__ = [
     "CLOSE_DRAIN_TIMEOUT_S",
     "ConnectionClosed",
+    "EncodedParams",
     "FrameError",
     "FrameTooLarge",
     "JsonRpcPeer",
@@ -596,5 +615,6 @@ __all__ = [
     "Transport",
     "TransportClosed",
     "encode_error",
+    "encode_params",
     "error_object",
 ]

@@ -104,14 +104,11 @@ class McplContext:
         if not servers:
             return []
         model = self._model(inference)
-        asks = []
-        for server in servers:
-            # §10.1: the user's text only to a server granted observe; null to the rest.
-            user_message = turn.user_message if may_observe(server.grant) else None
-            params = before_inference_params(
-                inference.id, turn.conversation_id, turn.turn_index, user_message, model
-            )
-            asks.append((server, params))
+        ids = (inference.id, turn.conversation_id, turn.turn_index)
+        # §10.1: the user's text only to a server granted observe; null to the rest.
+        observing = before_inference_params(*ids, turn.user_message, model)
+        blind = before_inference_params(*ids, None, model)
+        asks = [(s, observing if may_observe(s.grant) else blind) for s in servers]
 
         def trace(i: int, answer: HookAnswer) -> None:
             self._trace(servers[i], inference, answer)  # as it arrives: off the critical path

@@ -113,8 +113,8 @@ async def before_inference(
     `timeout_s` (§10.6), the send included. Media blocks are kept where the turn's
     provider carries their type (`media_types`). Each answer is authorized when it
     arrives (§5.4: the grant at response-receipt) and handed to `on_answer` (its index in
-    `asks`) then, while slower servers are still working. No task per server: one wait
-    over every request's future. Never raises for what a server does: the answers, in
+    `asks`) then, while slower servers are still working. No task per server: each
+    answer's arrival counts down one wait. Never raises for what a server does: the answers, in
     the order of `asks`, say what happened."""
     answers: list[HookAnswer | None] = [None] * len(asks)
 
@@ -125,9 +125,14 @@ async def before_inference(
         if on_answer is not None:
             on_answer(i, answer)
 
+    all_in = asyncio.get_running_loop().create_future()  # set once every answer is in
+
     def arrived(i: int, connection: ServerConnection, future: asyncio.Future[Any]) -> None:
         if not future.cancelled():  # cancelled: given up at the timeout, answered there
             answered(i, _hook_answer(future, connection, media_types))
+        waiting.pop(future, None)
+        if not waiting and not all_in.done():
+            all_in.set_result(None)
 
     waiting: dict[asyncio.Future[Any], int] = {}
     encoded: dict[int, EncodedParams] = {}  # servers given the same params share one encoding
@@ -147,12 +152,12 @@ async def before_inference(
         waiting[future] = i
     try:
         if waiting:
-            await asyncio.wait(waiting, timeout=timeout_s)
+            await asyncio.wait((all_in,), timeout=timeout_s)
     except asyncio.CancelledError:  # the turn was cancelled: stop waiting for anyone
-        for future in waiting:
+        for future in list(waiting):
             future.cancel()
         raise
-    for future, i in waiting.items():
+    for future, i in list(waiting.items()):
         if answers[i] is not None:
             continue
         if future.done():  # done at the deadline, its callback not run yet

@@ -410,6 +410,36 @@ async def test_inference_request_from_inside_the_hook_is_refused(rig: RigFactory
     assert len(r.provider.calls) == 1  # only the turn reached the provider
 
 
+async def test_a_turn_cancelled_during_the_hook_lets_the_server_infer_again(
+    rig: RigFactory,
+) -> None:
+    """Cancelling a turn while a server has not answered its hook stops the wait for it,
+    says nothing of it (no trace: it neither answered nor timed out), and ends the §10.7
+    guard: the server's own inference/request afterwards is served."""
+    heard = asyncio.Event()
+
+    async def silent(session: ServerSession, params: dict[str, Any]) -> None:
+        heard.set()
+
+    r = await rig(
+        {"srv": script(silent)},
+        grants={"srv": [*ALL_HOOKS, "inferenceRequest"]},
+        extra={"mcpl": {"context": {"hook_timeout_s": 30.0}}},
+    )
+    turn = asyncio.ensure_future(run_turn(r))
+    await asyncio.wait_for(heard.wait(), 10)
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert r.traces.of("mcpl:context_hook") == []
+    assert r.provider.calls == []  # the turn never reached the provider
+    r.provider.script(Scenario.text("served"))
+    answer = await r.server.infer(
+        {"featureSet": "fs.plain", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert answer.result["content"] == "served"
+
+
 # -- inference/lifecycle -------------------------------------------------------------------
 
 

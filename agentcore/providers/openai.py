@@ -53,6 +53,7 @@ from agentcore.providers.wire import (
     HttpCall,
     Translator,
     Wire,
+    content_parts,
     fast_loads,
     json_object,
     not_carried,
@@ -71,6 +72,7 @@ STOP_REASONS: dict[str, StopReason] = {
     "content_filter": "refusal",
 }
 
+WIRE = "OpenAI chat completions"
 AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
 MEDIA_TYPES = frozenset(
     {"image/png", "image/jpeg", "image/webp", "image/gif", "application/pdf", *AUDIO_FORMATS}
@@ -128,18 +130,11 @@ def _messages(message: Message) -> list[dict[str, Any]]:
     """One normalized message as chat messages: tool results become ``tool`` messages."""
     out: list[dict[str, Any]] = []
     texts: list[str] = []
-    parts: list[dict[str, Any]] = []  # with media: the user's content as parts, in order
     calls: list[dict[str, Any]] = []
+    parts = content_parts(message, WIRE, _text_part, _media)  # None without media
     for block in message.content:
         if isinstance(block, TextBlock):
             texts.append(block.text)
-        elif isinstance(block, MediaBlock):
-            if message.role != "user":
-                raise not_carried("OpenAI chat completions (an assistant message)", block)
-            if texts:
-                parts.append({"type": "text", "text": "".join(texts)})
-                texts = []
-            parts.append(_media(block))
         elif isinstance(block, ToolUseBlock):
             function = {"name": block.name, "arguments": json.dumps(block.input)}
             calls.append({"id": block.id, "type": "function", "function": function})
@@ -154,18 +149,20 @@ def _messages(message: Message) -> list[dict[str, Any]]:
             entry["tool_calls"] = calls
         out.append(entry)
     elif parts:
-        if texts:
-            parts.append({"type": "text", "text": "".join(texts)})
         out.append({"role": "user", "content": parts})
     elif texts or not out:
         out.append({"role": "user", "content": "".join(texts)})
     return out
 
 
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
 def _media(block: MediaBlock) -> dict[str, Any]:
     """An image as a data URL, audio as ``input_audio`` (wav, mp3), a PDF as a file part."""
     if block.mime_type not in MEDIA_TYPES:
-        raise not_carried("OpenAI chat completions", block)
+        raise not_carried(WIRE, block)
     if block.kind == "image":
         return {"type": "image_url", "image_url": {"url": block.data_url}}
     if block.kind == "audio":

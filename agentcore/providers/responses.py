@@ -51,6 +51,7 @@ from agentcore.providers.wire import (
     HttpCall,
     Translator,
     Wire,
+    content_parts,
     fast_loads,
     json_object,
     not_carried,
@@ -66,6 +67,7 @@ INCOMPLETE_REASONS: dict[str, StopReason] = {
     "max_output_tokens": "max_tokens",
     "content_filter": "refusal",
 }
+WIRE = "OpenAI Responses"
 MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif", "application/pdf"})
 """Images (``input_image``) and PDFs (``input_file``); the Responses input has no audio part."""
 NO_STOP_SEQUENCES = (
@@ -114,17 +116,10 @@ def _items(message: Message) -> list[dict[str, Any]]:
     the provider's encrypted reasoning item)."""
     out: list[dict[str, Any]] = []
     texts: list[str] = []
-    parts: list[dict[str, Any]] = []  # with media: the user's content as parts, in order
+    parts = content_parts(message, WIRE, _text_part, _media)  # None without media
     for block in message.content:
         if isinstance(block, TextBlock):
             texts.append(block.text)
-        elif isinstance(block, MediaBlock):
-            if message.role != "user":
-                raise not_carried("OpenAI Responses (an assistant message)", block)
-            if texts:
-                parts.append({"type": "input_text", "text": "".join(texts)})
-                texts = []
-            parts.append(_media(block))
         elif isinstance(block, ToolUseBlock):
             arguments = json.dumps(block.input)
             out.append(
@@ -139,18 +134,20 @@ def _items(message: Message) -> list[dict[str, Any]]:
             result = {"type": "function_call_output", "call_id": block.tool_use_id}
             out.append({**result, "output": block.content})
     if parts:
-        if texts:
-            parts.append({"type": "input_text", "text": "".join(texts)})
         out.insert(0, {"role": "user", "content": parts})
     elif texts or not out:
         out.insert(0, {"role": message.role, "content": "".join(texts)})
     return out
 
 
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "input_text", "text": text}
+
+
 def _media(block: MediaBlock) -> dict[str, Any]:
     """An image as ``input_image`` (a data URL), a PDF as ``input_file``; no audio."""
     if block.mime_type not in MEDIA_TYPES:
-        raise not_carried("OpenAI Responses", block)
+        raise not_carried(WIRE, block)
     if block.kind == "image":
         return {"type": "input_image", "image_url": block.data_url, "detail": "auto"}
     filename = block.name or "context.pdf"

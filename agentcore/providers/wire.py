@@ -48,6 +48,7 @@ from agentcore.inference import (
     Failed,
     InferenceError,
     MediaBlock,
+    Message,
     OutputBlock,
     Request,
     Response,
@@ -73,6 +74,7 @@ __all__ = [
     "HttpCall",
     "Translator",
     "Wire",
+    "content_parts",
     "fast_loads",
     "json_object",
     "not_carried",
@@ -297,6 +299,34 @@ def replay(response: Response) -> list[StreamEvent]:
     events.append(UsageUpdate(response.usage))
     events.append(Complete(response))
     return events
+
+
+def content_parts(
+    message: Message,
+    wire: str,
+    text_part: Callable[[str], dict[str, Any]],
+    media_part: Callable[[MediaBlock], dict[str, Any]],
+) -> list[dict[str, Any]] | None:
+    """A user message's text and media as a wire's content parts, in order, adjacent texts
+    joined as the wire joins a message's text; None when it holds no media (the wire then
+    sends its text as it always has). Media anywhere but a user message is refused."""
+    if not any(isinstance(b, MediaBlock) for b in message.content):
+        return None
+    parts: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, MediaBlock):
+            if message.role != "user":
+                raise not_carried(f"{wire} (an {message.role} message)", block)
+            if texts:
+                parts.append(text_part("".join(texts)))
+                texts = []
+            parts.append(media_part(block))
+    if texts:
+        parts.append(text_part("".join(texts)))
+    return parts
 
 
 def not_carried(wire: str, block: MediaBlock) -> InferenceError:

@@ -21,8 +21,9 @@ wakes a server that may take the CPU): read agentcore's figure next to the floor
 and the CPU figures for what the host itself spends. The garbage collector is settled
 once the servers are up, as `agentcore serve` does (`settle_garbage_collector`).
 Target: agentcore's p99 <= 2 ms with 10 servers (the floor's own p99 is far above that
-on a loaded machine; the difference is what agentcore answers for). Not part of ``make test``; run it with
-agentcore installed (``make install``), as the plugin is found by its entry point:
+on a loaded machine; the difference is what agentcore answers for). Not part of
+``make test``; run it with agentcore installed (``make install``), as the plugin is
+found by its entry point:
 
     .venv/bin/python bench/context_hooks.py [--servers 10] [--turns 500] [--work 0.002]
 """

@@ -17,6 +17,7 @@ from agentcore.inference import (
     Failed,
     HostTurn,
     InferenceError,
+    MediaBlock,
     Message,
     Request,
     Response,
@@ -77,6 +78,36 @@ def test_injections_without_a_system_prompt_or_a_user_message() -> None:
     out = with_injections(request, [Injection("system", "s"), Injection("afterUser", "a")])
     assert out.system == "s"
     assert out.messages[-1] == Message("user", [TextBlock("\n\na")])
+
+
+def test_media_injections_go_around_the_user_message_in_order() -> None:
+    image, audio = MediaBlock("image/PNG", "iVBO"), MediaBlock("audio/mp3", "SUQz")
+    request = Request("p:m", [Message.user("question")], system="host", turn=TURN)
+    out = with_injections(
+        request,
+        [
+            Injection("beforeUser", (TextBlock("look"), image), "s1"),
+            Injection("beforeUser", (TextBlock("and"), TextBlock("listen"), audio), "s2"),
+            Injection("afterUser", (image, TextBlock("that was it")), "s2"),
+            Injection("system", (TextBlock("sys"), image), "s1"),  # a system prompt is text
+        ],
+    )
+    assert out.system == "host\n\nsys"
+    assert out.messages == [
+        Message(
+            "user",
+            [
+                TextBlock("look"),
+                image,
+                TextBlock("and\n\nlisten"),
+                audio,
+                TextBlock("question"),
+                image,
+                TextBlock("that was it"),
+            ],
+        )
+    ]
+    assert (image.mime_type, audio.mime_type, audio.kind) == ("image/png", "audio/mpeg", "audio")
 
 
 def test_no_injections_leave_the_request_alone() -> None:

@@ -6,10 +6,9 @@ is policy, in the `mcpl-context` plugin.
 - `before_inference` sends the hook request to every server at once and authorizes
   each returned injection on its own, by its `position`, against the grant current
   when the response arrives (§5.4 "enforcement is evaluated at response-receipt",
-  §10.8, §13.4); the `featureSet`
-  and `namespace` a response names authorize nothing (§5.4). While the request is
-  pending, an `inference/request` from that server is refused (§10.7; the connection
-  does this for every `context/*` request).
+  §10.8, §13.4); the `featureSet` and `namespace` a response names authorize nothing
+  (§5.4). While the request is pending, an `inference/request` from that server is
+  refused (§10.7; the connection does this for every `context/*` request).
 - `lifecycle_params` builds an `inference/lifecycle` notification: identifiers,
   phase, `model` only when asked (the caller checks `modelInfo`), `usage` only for
   ``completed``, and never any content — the fields do not exist (§10.5).
@@ -114,8 +113,8 @@ async def before_inference(
     provider carries their type (`media_types`). Each answer is authorized when it
     arrives (§5.4: the grant at response-receipt) and handed to `on_answer` (its index in
     `asks`) then, while slower servers are still working. No task per server: each
-    answer's arrival counts down one wait. Never raises for what a server does: the answers, in
-    the order of `asks`, say what happened."""
+    answer's arrival counts down one wait. Never raises for what a server does: the
+    answers, in the order of `asks`, say what happened."""
     answers: list[HookAnswer | None] = [None] * len(asks)
 
     def answered(i: int, answer: HookAnswer) -> None:

@@ -649,6 +649,9 @@ class Driver:
             "stream": p.stream,
             "messages": [{"role": "user", "content": f"{p.marker}: tell me something"}],
         }
+        if session.left:  # sent as its server leaves: it never reaches the host
+            outcome.abandoned = True
+            return
         outcome.sent_at = time.time()
         try:
             outcome.rid = await session.request("inference/request", params)
@@ -744,6 +747,10 @@ class Sample:
     rss_kb: int
     provider_connections: int
     """Connections the loopback provider holds open (serve's idle pool) at that moment."""
+    cpu_s: float
+    """Serve's CPU time so far (user and system)."""
+    peak_rss_kb: int
+    """Serve's peak RSS so far (VmHWM)."""
 
 
 def serve_fds(pid: int, provider_port: int, redis_port: int | None) -> dict[str, int]:
@@ -769,6 +776,11 @@ def serve_fds(pid: int, provider_port: int, redis_port: int | None) -> dict[str,
         else:
             counts["other"] += 1
     return counts
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def proc_status(pid: int, key: str) -> int:
@@ -921,7 +933,8 @@ class Soak:
         await self.run_round(self.warm_up)
         self.samples.append(await self.sample("start"))
 
-    async def run_round(self, plans: list[Plan]) -> None:
+    async def run_round(self, plans: list[Plan]) -> float:
+        """Run `plans` on every server at once; how long it took."""
         started = time.monotonic()
         await asyncio.gather(
             *(
@@ -929,7 +942,7 @@ class Soak:
                 for tag, d in self.drivers.items()
             )
         )
-        self.load_s += time.monotonic() - started
+        return time.monotonic() - started
 
     async def status(self) -> dict[str, Any]:
         url = f"http://127.0.0.1:{self.console_port}/status"
@@ -954,7 +967,15 @@ class Soak:
                 break
         state = await self.status()
         tasks = int(state["process"]["asyncioTasks"])
-        return Sample(label, fds, tasks, proc_status(pid, "VmRSS"), before)
+        return Sample(
+            label,
+            fds,
+            tasks,
+            proc_status(pid, "VmRSS"),
+            before,
+            cpu_seconds(pid),
+            proc_status(pid, "VmHWM"),
+        )
 
     async def load(self) -> None:
         rounds = max(1, self.config.rounds)
@@ -962,7 +983,7 @@ class Soak:
         restart = asyncio.create_task(self.restart_redis_midway())
         try:
             for r in range(rounds):
-                await self.run_round(self.plans[r * size : (r + 1) * size])
+                self.load_s += await self.run_round(self.plans[r * size : (r + 1) * size])
                 self.samples.append(await self.sample(f"round {r + 1}"))
         finally:
             if not restart.done():
@@ -1226,6 +1247,13 @@ class Report:
             f"(no fault) p50 {percentile(added, 0.5) * 1000:.1f} ms, "
             f"p99 {percentile(added, 0.99) * 1000:.1f} ms"
         )
+        cpu = soak.samples[-1].cpu_s - soak.samples[0].cpu_s if len(soak.samples) > 1 else 0.0
+        sent = len(soak.plans)
+        out.append(
+            f"serve's CPU: {cpu:.1f} s for {sent} requests ({cpu / max(1, sent) * 1000:.1f} ms "
+            f"each, faults and retries included; {cpu / max(soak.load_s, 1e-9) * 100:.0f} % of "
+            "one CPU)"
+        )
         peak = proc_peak(soak)
         for s in soak.samples:
             out.append(
@@ -1233,7 +1261,7 @@ class Report:
                 f"other {s.fds['other']:3} provider {s.fds['provider']:3} (pool "
                 f"{s.provider_connections}) redis {s.fds['redis']:2}"
             )
-        out.append(f"peak RSS {peak}")
+        out.append(f"serve's RSS: peak {peak}")
         if self.ok:
             out.append("everything held")
         else:
@@ -1247,8 +1275,8 @@ class Report:
 
 
 def proc_peak(soak: Soak) -> str:
-    rss = [s.rss_kb for s in soak.samples]
-    return f"{max(rss) / 1024:.1f} MB (sampled), final {rss[-1] / 1024:.1f} MB" if rss else "-"
+    last = soak.samples[-1]
+    return f"{last.peak_rss_kb / 1024:.1f} MB (VmHWM), final {last.rss_kb / 1024:.1f} MB"
 
 
 def main() -> int:

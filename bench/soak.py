@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import os
@@ -471,13 +472,18 @@ class Index:
 
     def __init__(self) -> None:
         self.by_id: dict[Any, list[Received]] = defaultdict(list)
+        self.policy_updates = 0
+        """`featureSets/update` requests the host sent."""
 
     def __call__(self, item: Received) -> None:
         message = item.message
-        if message.get("method") == "inference/chunk":
+        method = message.get("method")
+        if method == "inference/chunk":
             self.by_id[(message.get("params") or {}).get("requestId")].append(item)
-        elif "method" not in message:
+        elif method is None:
             self.by_id[message.get("id")].append(item)
+        elif method == "featureSets/update":
+            self.policy_updates += 1
 
 
 @dataclass
@@ -604,7 +610,8 @@ class Driver:
         await self.drain()
         session = self.session
         assert session is not None
-        updates = len(session.requests("featureSets/update"))
+        index = self.index(session)
+        updates = index.policy_updates
 
         def change(data: dict[str, Any]) -> None:
             server = data["mcpl"]["servers"][self.tag]
@@ -615,15 +622,15 @@ class Driver:
         self.soak.process.send_signal(signal.SIGHUP)
         self.soak.sighups += 1
         if disable:  # §6.7: a narrowing applies before the featureSets/update goes out
-            await until(lambda: len(session.requests("featureSets/update")) > updates)
+            await until(lambda: index.policy_updates > updates)
             self.disabled = {SIGHUP_FEATURE}
         else:  # a widening applies once the receipt is in: its trace says so
             await self.soak.traces.wait_for(
+                "mcpl:policy_change",
                 lambda e: (
-                    e["type"] == "mcpl:policy_change"
-                    and e.get("serverId") == self.tag
+                    e.get("serverId") == self.tag
                     and SIGHUP_FEATURE in e.get("featureSetsEnabled", [])
-                )
+                ),
             )
             self.disabled = set()
 
@@ -704,34 +711,33 @@ async def until(condition: Callable[[], object], timeout: float = 30.0) -> None:
 
 
 class Traces:
-    """The serve process's JSONL traces, read as they grow."""
+    """The serve process's JSONL traces, read as they grow (and not kept)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.events: list[dict[str, Any]] = []
         self._offset = 0
 
-    def read(self) -> list[dict[str, Any]]:
-        if self.path.exists():
-            with self.path.open("rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-            end = data.rfind(b"\n") + 1
-            self._offset += end
-            self.events += [json.loads(line) for line in data[:end].splitlines() if line]
-        return self.events
+    def read_new(self, containing: bytes) -> list[dict[str, Any]]:
+        """The traces written since the last read whose line holds `containing` (only those
+        are parsed: the file grows by tens of thousands of lines)."""
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        return [json.loads(line) for line in data[:end].splitlines() if containing in line]
 
     async def wait_for(
-        self, match: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+        self, type: str, match: Callable[[dict[str, Any]], bool], timeout: float = 30.0
     ) -> dict[str, Any]:
-        seen = 0
+        """The first trace of `type` from now on that matches."""
         deadline = time.monotonic() + timeout
         while True:
-            events = self.read()
-            for event in events[seen:]:
+            for event in self.read_new(f'"type": "{type}"'.encode()):
                 if match(event):
                     return event
-            seen = len(events)
             if time.monotonic() > deadline:
                 raise AssertionError("the awaited trace never came")
             await asyncio.sleep(0.02)
@@ -831,6 +837,33 @@ def schedule(plans: list[Plan], seed: int) -> dict[str, dict[int, list[str]]]:
     return actions
 
 
+class GcPauses:
+    """This process's garbage-collector pauses. The loopback provider runs on a thread of
+    this process, so a long pause here stalls every stream it plays, and the host then
+    rightly cuts them at its progress timeout: the soak keeps its own pauses short
+    (`gc.freeze` after each round: what it keeps for the checks is never scanned again)
+    and reports the longest."""
+
+    def __init__(self) -> None:
+        self.longest_s = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.longest_s = max(self.longest_s, time.perf_counter() - self._started)
+
+    def __enter__(self) -> GcPauses:
+        gc.freeze()
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+        gc.unfreeze()
+
+
 class Soak:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -858,8 +891,13 @@ class Soak:
         self.console_port = free_port()
         self.redis: RedisServer | None = None
         self.exit_code: int | None = None
+        self.gc = GcPauses()
 
     async def run(self) -> Report:
+        with self.gc:
+            return await self._run()
+
+    async def _run(self) -> Report:
         own_redis = self.config.use_redis and self.config.redis is None
         self.provider.server.start_in_thread()
         try:
@@ -931,6 +969,7 @@ class Soak:
                     raise
                 await asyncio.sleep(0.05)
         await self.run_round(self.warm_up)
+        gc.freeze()
         self.samples.append(await self.sample("start"))
 
     async def run_round(self, plans: list[Plan]) -> float:
@@ -984,6 +1023,7 @@ class Soak:
         try:
             for r in range(rounds):
                 self.load_s += await self.run_round(self.plans[r * size : (r + 1) * size])
+                gc.freeze()
                 self.samples.append(await self.sample(f"round {r + 1}"))
         finally:
             if not restart.done():
@@ -1254,6 +1294,7 @@ class Report:
             f"each, faults and retries included; {cpu / max(soak.load_s, 1e-9) * 100:.0f} % of "
             "one CPU)"
         )
+        out.append(f"the soak's own longest GC pause: {soak.gc.longest_s * 1000:.0f} ms")
         peak = proc_peak(soak)
         for s in soak.samples:
             out.append(
@@ -1268,7 +1309,14 @@ class Report:
             out.append(f"FAILED (seed {soak.config.seed}; work folder {soak.workdir}):")
             out += [f"  {f}" for f in self.failures]
             for outcome, problem in self.request_failures[:10]:
-                out.append(f"  request {outcome.plan.describe()}: {problem}")
+                out.append(f"  request {outcome.plan.describe()} (id {outcome.rid}): {problem}")
+                for c in soak.provider.calls.get(outcome.plan.n, []):
+                    ended = f"{c.ended_at - outcome.sent_at:+.3f} s" if c.ended_at else "open"
+                    out.append(
+                        f"    call {c.scenario.kind if c.scenario else None}: started "
+                        f"{c.started_at - outcome.sent_at:+.3f} s, ended {ended}"
+                        f"{', client left' if c.disconnected else ''}"
+                    )
             if len(self.request_failures) > 10:
                 out.append(f"  ... and {len(self.request_failures) - 10} more requests")
         return "\n".join(out)

@@ -204,7 +204,7 @@ class Scenario:
     @classmethod
     def reset(cls, **options: Any) -> Cut:
         """The connection is closed before any response: no status line, no headers."""
-        return Cut(reply="", reset=True, **options)
+        return Cut(reply="", before_response=True, **options)
 
     @classmethod
     def stall(
@@ -467,13 +467,13 @@ class ErrorBody(Scenario):
 @dataclass(frozen=True, kw_only=True)
 class Cut(Streamed):
     """Text, then no terminal: the connection drops (``clean``: the body just ends).
-    Whole: the body is cut half-way. ``reset``: dropped before any response."""
+    Whole: the body is cut half-way. ``before_response``: dropped before any response."""
 
     kind: ClassVar[str] = "cut"
 
     reply: str = "Partial "
     clean: bool = False
-    reset: bool = False
+    before_response: bool = False
     """Closed before any response (`Scenario.reset`): the call sees no status at all."""
 
 

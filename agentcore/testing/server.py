@@ -383,7 +383,7 @@ class LoopbackServer:
                 return _refuse(wire, f"loopback: scenario {scenario.kind!r}: {exc}")
             if scenario.delay_s:
                 await asyncio.sleep(scenario.delay_s)
-            if isinstance(scenario, Cut) and scenario.reset:
+            if isinstance(scenario, Cut) and scenario.before_response:
                 return await _drop(request)  # before any response: not even a status line
             if play.streamed:
                 return await self._play_stream(request, play, scenario, call)
@@ -426,6 +426,20 @@ class LoopbackServer:
         response = web.StreamResponse(status=play.status, headers=play.headers)
         response.enable_chunked_encoding()
         await response.prepare(request)
+        try:
+            return await self._write_stream(request, response, play, scenario, call)
+        except ConnectionResetError:  # the client left mid-write: an ending like any other
+            call.disconnected = True
+            return response
+
+    async def _write_stream(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        play: Play,
+        scenario: Scenario,
+        call: Call,
+    ) -> web.StreamResponse:
         if play.prerendered is not None and not (scenario.timestamps or scenario.chunk_delay_s):
             data = play.prerendered
             for start in range(0, len(data), _SLICE):

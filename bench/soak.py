@@ -537,6 +537,10 @@ class Driver:
             fresh = [s for s in self.hub.sessions if s.tag == self.tag and s not in self.sessions]
             if fresh:
                 break
+            process = self.soak.process
+            if process is not None and process.returncode is not None:
+                said = (self.soak.workdir / "serve.err").read_text(errors="replace")
+                raise RuntimeError(f"agentcore serve exited {process.returncode}: {said}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server {self.tag}: the host did not (re)connect")
             await asyncio.sleep(0.01)
@@ -1275,18 +1279,25 @@ class Report:
             f"host side: {soak.sighups} SIGHUP policy changes, "
             f"{soak.redis_restarts} Redis restarts, serve exit status {soak.exit_code}"
         )
-        added = [
-            (o.answered_at - o.sent_at) - ((c.ended_at or c.started_at) - c.started_at)
-            for o in answered
-            if o.plan.fault == "none" and o.answered_at is not None
-            for c in soak.provider.calls.get(o.plan.n, [])[:1]
-        ]
-        rate = len(answered) / soak.load_s if soak.load_s else 0.0
-        out.append(
-            f"throughput {rate:.0f} requests/s over {soak.load_s:.1f} s of load; added latency "
-            f"(no fault) p50 {percentile(added, 0.5) * 1000:.1f} ms, "
-            f"p99 {percentile(added, 0.99) * 1000:.1f} ms"
-        )
+        # Added latency of requests with no fault of their own: the time from sending the
+        # request to the provider call's start (routing, admission: waits for holds and
+        # probes other requests' faults caused, for the rate limit) and from the call's
+        # end to the answer (the response path alone).
+        before, after = [], []
+        for o in answered:
+            calls = soak.provider.calls.get(o.plan.n, [])
+            if o.plan.fault == "none" and o.answered_at is not None and len(calls) == 1:
+                before.append(calls[0].started_at - o.sent_at)
+                after.append(o.answered_at - (calls[0].ended_at or o.answered_at))
+        total = [b + a for b, a in zip(before, after, strict=True)]
+        main = sum(1 for o in answered if o.plan.n >= len(soak.warm_up))
+        rate = main / soak.load_s if soak.load_s else 0.0
+        out.append(f"throughput {rate:.0f} requests/s over {soak.load_s:.1f} s of load")
+        for label, values in (("added", total), ("  before", before), ("  after", after)):
+            out.append(
+                f"{label} latency (no fault): p50 {percentile(values, 0.5) * 1000:.1f} ms, "
+                f"p99 {percentile(values, 0.99) * 1000:.1f} ms"
+            )
         cpu = soak.samples[-1].cpu_s - soak.samples[0].cpu_s if len(soak.samples) > 1 else 0.0
         sent = len(soak.plans)
         out.append(

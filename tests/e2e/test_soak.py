@@ -12,7 +12,7 @@ from agentcore.testing.redis import RedisServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from soak import Config, Soak  # noqa: E402
+from soak import Config, Soak
 
 SEED = 16
 

@@ -251,8 +251,15 @@ class ProviderHold:
         while True:
             await asyncio.sleep(PROBE_LEASE_S / 3)
             for owner, key in list(self._probes.items()):
+                if owner not in self._probes:
+                    continue  # ended while an earlier renewal was under way
                 try:
-                    await self.store.claim_probe(key, owner, PROBE_LEASE_S)
+                    renewed = await self.store.claim_probe(key, owner, PROBE_LEASE_S)
+                    if renewed and owner not in self._probes:
+                        # The probe ended (and dropped its claim) while this renewal was
+                        # on its way, which then claimed the probe anew for an attempt
+                        # that is over: nobody would go first until its lease ran out.
+                        await self.store.drop_probe(key, owner)
                 except FleetUnavailable as exc:
                     logger.warning(
                         "the provider hold could not renew its probe of {}: {}", key, exc

@@ -22,14 +22,20 @@ rate limit, garbage frames between requests. Host-side: a SIGHUP that disables a
 set on one server and another that enables it again, and Redis stopped and started once.
 
 The run is cut into rounds; after each, when everything is drained, the serve process's
-file descriptors, asyncio tasks (the console's ``/status``) and RSS are sampled. At the end
-every request is checked (`check_request`) and the figures are printed. Exit status 0 only
-when everything held; a failure prints the seed and the request that went wrong, and the
-same seed plays the same plans.
+file descriptors (``/proc/PID/fd``, sockets told apart by their peer), asyncio tasks and
+RSS are sampled, first after a warm-up that starts the host's lazily started parts. The
+task count comes from the console's ``/status`` (``process.asyncioTasks``): serve needs no
+debug flag, signal or endpoint of its own for it, the console is already the observer
+meant for scripts (loopback only unless a token is set), and the count is taken only when
+asked. At the end every request is checked (`check_request`) and the figures are printed.
+Exit status 0 only when everything held; a failure prints the seed and the requests that
+went wrong, and the same seed plays the same plans.
 
-    /work/bin/wt python bench/soak.py [--requests 10000] [--seed 1] [--stdio 3] [--ws 3]
-        [--rounds 5] [--window 12]
+    .venv/bin/python bench/soak.py [--requests 10000] [--seed 1] [--stdio 3] [--ws 3]
+        [--rounds 5] [--window 12] [--no-redis] [--keep]
 
+It needs every default plugin installed (``make install``: the rate limit's section is
+refused otherwise) and ``redis-server`` (unless ``--no-redis``).
 ``tests/e2e/test_soak.py`` runs a short one in the suite.
 """
 
@@ -836,8 +842,9 @@ def schedule(plans: list[Plan], seed: int) -> dict[str, dict[int, list[str]]]:
             actions[tag][p.n].append("garbage")
     mine = own[SIGHUP_SERVER]
     for share, action in ((0.3, "disable"), (0.6, "enable")):
-        first = next(p for p in mine if p.n >= share * count)
-        actions[SIGHUP_SERVER][first.n].append(action)
+        first = next((p for p in mine if p.n >= share * count), None)
+        if first is not None:  # a run too short for it fails the SIGHUP check, saying so
+            actions[SIGHUP_SERVER][first.n].append(action)
     return actions
 
 

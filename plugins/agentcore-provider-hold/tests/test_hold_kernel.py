@@ -321,20 +321,30 @@ async def test_shutdown_wakes_every_waiter_with_an_error(
     assert [event for event, _ in recorder.waits] == ["start", "start", "end", "end"]
 
 
-class LateRenewals(MemoryFleetStore):
+class KeysSeen(MemoryFleetStore):
+    """The memory store, noting the keys probes were claimed on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[str] = set()
+
+    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
+        self.keys.add(key)
+        return await super().claim_probe(key, owner, lease_s)
+
+
+class LateRenewals(KeysSeen):
     """A store that a probe's renewal (the same owner claiming again) reaches late, as a
     Redis command still on its way does: held until `let_through` is set."""
 
     def __init__(self) -> None:
         super().__init__()
         self.claims: dict[str, int] = {}
-        self.keys: set[str] = set()
         self.renewal_waiting = asyncio.Event()
         self.let_through = asyncio.Event()
         self.renewed = asyncio.Event()
 
     async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
-        self.keys.add(key)
         self.claims[owner] = self.claims.get(owner, 0) + 1
         if self.claims[owner] == 1:
             return await super().claim_probe(key, owner, lease_s)
@@ -368,3 +378,32 @@ async def test_a_renewal_arriving_after_its_probe_ended_leaves_no_claim_behind(
         [key] = store.keys
         hold = await store.get_hold(key)
         assert hold is not None and hold.probe is None  # the next call may go first
+
+
+class RefuseTagged:
+    """A policy after the hold that refuses the call tagged `tag` at admission."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    @hookimpl(trylast=True)
+    async def on_admission(self, attempt: Attempt) -> None:
+        if attempt.inference.request.metadata.get("tag") == self.tag:
+            raise InferenceError("invalid_request", "refused by a later policy")
+
+
+async def test_a_probe_refused_by_a_later_policy_hands_over_to_the_next(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    """Admitted as the probe by the hold, then refused at admission by a policy after it:
+    the attempt never ends, and its claim (renewed by the hold for as long as it is
+    listed) kept every later call to the model waiting behind it for good."""
+    provider.script = [limited(0.01)]
+    async with load("max_wait_s = 5", plugins={"refuse": RefuseTagged("b")}) as kernel:
+        await fail(kernel, req(tag="a"))  # the hold
+        refused = await fail(kernel, req(tag="b"))  # the probe, refused after the hold
+        assert refused.message == "refused by a later policy"
+        # The next call becomes the probe and goes; before, it waited out max_wait_s.
+        assert (await kernel.complete(req(tag="c"))).text == "hello"
+    assert [c.tag for c in provider.calls] == ["a", "c"]
+    assert len(recorder.of("provider:release")) == 1

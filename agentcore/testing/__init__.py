@@ -24,7 +24,9 @@ Scenarios are queued in order, one per call, in a shared queue or per provider:
 ``server.script(s, provider="NAME")`` feeds only calls under ``/p/NAME/``, which is
 where ``server.base_url(wire, "NAME")`` points. A call with nothing queued plays
 ``server.default`` (e.g. ``LoopbackServer(default=Scenario.echo())``), or gets an
-HTTP 400 saying nothing was scripted.
+HTTP 400 saying nothing was scripted. For many concurrent calls, whose order no queue
+can know, ``LoopbackServer(choose=pick)`` picks each call's scenario from the `Call`
+itself (its body, wire, provider); ``pick`` returning None falls back to the queues.
 
 Every scenario plays on every wire (each in its own words, `agentcore.testing.wires`),
 streamed or whole as the request asks; one that a wire cannot say is answered 400:
@@ -50,6 +52,7 @@ streamed or whole as the request asks; one that a wire cannot say is answered 40
 - ``Scenario.error_body(message, code=502)``: a 200 whose whole body is an error object
 - ``Scenario.cut("Partial ")``: the connection closes with no terminal event
   (``clean=True``: the body just ends)
+- ``Scenario.reset()``: the connection closes before any response (no status line)
 - ``Scenario.stall(keepalive_s=0.05)``: a ping, then nothing until the client leaves
   (Gemini has no ping: nothing at all)
 - ``Scenario.http_error(503, body=..., headers=...)``: any status, body and headers

@@ -202,6 +202,11 @@ class Scenario:
         return Cut(reply=after, clean=clean, **options)
 
     @classmethod
+    def reset(cls, **options: Any) -> Cut:
+        """The connection is closed before any response: no status line, no headers."""
+        return Cut(reply="", before_response=True, **options)
+
+    @classmethod
     def stall(
         cls,
         after: str = "",
@@ -462,12 +467,14 @@ class ErrorBody(Scenario):
 @dataclass(frozen=True, kw_only=True)
 class Cut(Streamed):
     """Text, then no terminal: the connection drops (``clean``: the body just ends).
-    Whole: the body is cut half-way."""
+    Whole: the body is cut half-way. ``before_response``: dropped before any response."""
 
     kind: ClassVar[str] = "cut"
 
     reply: str = "Partial "
     clean: bool = False
+    before_response: bool = False
+    """Closed before any response (`Scenario.reset`): the call sees no status at all."""
 
 
 @dataclass(frozen=True, kw_only=True)

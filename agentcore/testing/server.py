@@ -10,7 +10,7 @@ import collections
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from agentcore.testing.scenarios import (
+    Cut,
     Long,
     Play,
     Scenario,
@@ -90,12 +91,21 @@ class LoopbackServer:
     """A scripted provider on loopback, speaking every wire. See `agentcore.testing`."""
 
     def __init__(
-        self, *, host: str = "127.0.0.1", port: int = 0, default: Scenario | None = None
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        default: Scenario | None = None,
+        choose: Callable[[Call], Scenario | None] | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.default = default
         """Played when nothing is scripted; None answers such a call with a 400 that says so."""
+        self.choose = choose
+        """Picks each call's scenario from the call itself (its body, wire, provider), for
+        many concurrent calls whose order no queue can know; None (its answer, or unset):
+        the queues, then `default`. Called on the server's event loop: keep it quick."""
         self.calls: list[Call] = []
         self._shared: collections.deque[Scenario] = collections.deque()
         self._queues: dict[str, collections.deque[Scenario]] = {}
@@ -347,17 +357,20 @@ class LoopbackServer:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode(errors="replace")
-        scenario = self._next(provider)
         headers = {k.lower(): v for k, v in request.headers.items()}
-        if scenario is not None and scenario.echo_credentials:
-            scenario = scenario.replace(message=credentials_message(headers))
-        call = Call(wire, provider, request.path, headers, body, scenario)
+        call = Call(wire, provider, request.path, headers, body, None)
         if wire == "gemini":  # the model and the streaming are in the path
             call.model = request.match_info["model"]
             call.stream = request.path.endswith(":streamGenerateContent")
         elif isinstance(body, dict):
             call.model = body.get("model")
             call.stream = bool(body.get("stream"))
+        scenario = self.choose(call) if self.choose is not None else None
+        if scenario is None:
+            scenario = self._next(provider)
+        if scenario is not None and scenario.echo_credentials:
+            scenario = scenario.replace(message=credentials_message(headers))
+        call.scenario = scenario
         self.calls.append(call)
         try:
             if scenario is None:
@@ -370,6 +383,8 @@ class LoopbackServer:
                 return _refuse(wire, f"loopback: scenario {scenario.kind!r}: {exc}")
             if scenario.delay_s:
                 await asyncio.sleep(scenario.delay_s)
+            if isinstance(scenario, Cut) and scenario.before_response:
+                return await _drop(request)  # before any response: not even a status line
             if play.streamed:
                 return await self._play_stream(request, play, scenario, call)
             return await self._play_whole(request, play, call)
@@ -411,6 +426,20 @@ class LoopbackServer:
         response = web.StreamResponse(status=play.status, headers=play.headers)
         response.enable_chunked_encoding()
         await response.prepare(request)
+        try:
+            return await self._write_stream(request, response, play, scenario, call)
+        except ConnectionResetError:  # the client left mid-write: an ending like any other
+            call.disconnected = True
+            return response
+
+    async def _write_stream(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        play: Play,
+        scenario: Scenario,
+        call: Call,
+    ) -> web.StreamResponse:
         if play.prerendered is not None and not (scenario.timestamps or scenario.chunk_delay_s):
             data = play.prerendered
             for start in range(0, len(data), _SLICE):

@@ -143,6 +143,8 @@ class ServerSession:
         self._answers: dict[Any, list[Answer]] = {}
         self._cancelled: set[Any] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.on_message: Callable[[Received], None] | None = None
+        """Called with every message as it arrives, before it is handled (the soak's index)."""
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     # -- the test's side ------------------------------------------------------
@@ -236,7 +238,10 @@ class ServerSession:
                 if text is None:
                     break
                 message = json.loads(text)
-                self.received.append(Received(next(self._seq), time.time(), message))
+                item = Received(next(self._seq), time.time(), message)
+                self.received.append(item)
+                if self.on_message is not None:
+                    self.on_message(item)
                 self._dispatch(message)
         finally:
             for future in self._waiting.values():

@@ -12,7 +12,7 @@ import pytest
 
 from agentcore.inference import Message, Request, Token
 from agentcore.kernel import Kernel
-from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario, to_toml
+from agentcore.testing import API_KEY, API_KEY_ENV, Call, LoopbackServer, Scenario, to_toml
 
 LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
@@ -51,6 +51,38 @@ def test_queues_per_provider_then_shared_then_default(loopback_provider: Loopbac
     assert [c.wire for c in server.calls][-2:] == ["anthropic", "anthropic"]
     server.reset()
     assert server.calls == [] and server.pending() == 0
+
+
+def test_choose_picks_each_calls_scenario_from_the_call_and_falls_back_to_the_queues() -> None:
+    """`choose=` sees the whole call (body, wire, provider) before it plays: concurrent calls
+    each get their own scenario, whatever order they come in; None falls back."""
+
+    def by_prompt(call: Call) -> Scenario | None:
+        prompt = call.body["messages"][-1]["content"]
+        return Scenario.text(f"for {prompt}") if prompt != "queued" else None
+
+    with LoopbackServer(choose=by_prompt) as server:
+        server.script(Scenario.text("from the queue"))
+        texts = []
+        for prompt in ("b", "queued", "a"):
+            body = {"model": "m", "messages": [{"role": "user", "content": prompt}]}
+            texts.append(post(server, "/v1/chat/completions", body).json())
+    assert [t["choices"][0]["message"]["content"] for t in texts] == [
+        "for b",
+        "from the queue",
+        "for a",
+    ]
+    assert [c.scenario.kind if c.scenario else None for c in server.calls] == ["text"] * 3
+
+
+def test_reset_closes_the_connection_before_any_response(
+    loopback_provider: LoopbackServer,
+) -> None:
+    loopback_provider.script(Scenario.reset())
+    with pytest.raises(httpx.RemoteProtocolError, match="without sending"):
+        post(loopback_provider, "/v1/messages", CHAT)
+    loopback_provider.wait_idle_sync()
+    assert loopback_provider.calls[-1].disconnected
 
 
 def test_calls_record_headers_and_redact_them_in_repr(loopback_provider: LoopbackServer) -> None:

@@ -95,6 +95,8 @@ async def test_page_status_and_a_live_event_stream(
             status = await response.json()
         assert status["totals"]["completed"] == 1
         assert status["providers"] == state["providers"]
+        # The loop's tasks, this request's own among them (bench/soak.py's leak check).
+        assert status["process"]["asyncioTasks"] >= 1
         # A browser that reconnects gets the current state at once.
         async with client.get(page.url + "events") as events:
             assert (await next_state(events))["totals"]["completed"] == 1

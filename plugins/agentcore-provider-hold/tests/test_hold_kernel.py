@@ -8,13 +8,16 @@ from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
+import agentcore_provider_hold
 import pytest
-from agentcore_provider_hold import HOLD_TOO_LONG
+from agentcore_provider_hold import HOLD_TOO_LONG, ProviderHold
 
 from agentcore import hookimpl
+from agentcore.fleet.memory import MemoryFleetStore
 from agentcore.inference import SHUTTING_DOWN, Complete, Failed, InferenceError, Message, Request
 from agentcore.inference.calls import Attempt, Retry
 from agentcore.kernel import Kernel
+from agentcore.testing import Stall
 
 Load = Callable[..., Kernel]
 
@@ -345,3 +348,91 @@ async def test_shutdown_wakes_every_waiter_with_an_error(
     assert isinstance(terminal, Failed) and terminal.error.code == SHUTTING_DOWN
     assert len(provider.starts()) == 1
     assert [event for event, _ in recorder.waits] == ["start", "start", "end", "end"]
+
+
+class KeysSeen(MemoryFleetStore):
+    """The memory store, noting the keys probes were claimed on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[str] = set()
+
+    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
+        self.keys.add(key)
+        return await super().claim_probe(key, owner, lease_s)
+
+
+class LateRenewals(KeysSeen):
+    """A store that a probe's renewal (the same owner claiming again) reaches late, as a
+    Redis command still on its way does: held until `let_through` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims: dict[str, int] = {}
+        self.renewal_waiting = asyncio.Event()
+        self.let_through = asyncio.Event()
+        self.renewed = asyncio.Event()
+
+    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
+        self.claims[owner] = self.claims.get(owner, 0) + 1
+        if self.claims[owner] == 1:
+            return await super().claim_probe(key, owner, lease_s)
+        self.renewal_waiting.set()
+        await self.let_through.wait()
+        try:
+            return await super().claim_probe(key, owner, lease_s)
+        finally:
+            self.renewed.set()
+
+
+async def test_a_renewal_arriving_after_its_probe_ended_leaves_no_claim_behind(
+    load: Load, provider: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by bench/soak.py: the probe's lease renewal was on its way to the store when
+    the probe failed and dropped its claim; arriving after, it claimed the probe again for
+    an attempt that was over, and every call to the model waited for that lease to lapse
+    (10 s) with nothing sent."""
+    monkeypatch.setattr(agentcore_provider_hold, "PROBE_LEASE_S", 0.3)  # renewals 0.1 s apart
+    store = LateRenewals()
+    provider.script = [limited(0.01), [Stall(0.5), InferenceError("server", "scripted 500")]]
+    async with load(plugins={"provider-hold": ProviderHold(store=store)}) as kernel:
+        await fail(kernel, req(tag="a"))  # the hold
+        probe = asyncio.create_task(kernel.complete(req(tag="b")))  # the probe, stalling
+        await store.renewal_waiting.wait()  # its renewal, on its way
+        with pytest.raises(InferenceError):
+            await probe  # the probe fails: its claim is dropped
+        store.let_through.set()  # the renewal arrives
+        await store.renewed.wait()
+        await asyncio.sleep(0)  # the renewer's step after the claim
+        [key] = store.keys
+        hold = await store.get_hold(key)
+        assert hold is not None and hold.probe is None  # the next call may go first
+
+
+class RefuseTagged:
+    """A policy after the hold that refuses the call tagged `tag` at admission."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    @hookimpl(trylast=True)
+    async def on_admission(self, attempt: Attempt) -> None:
+        if attempt.inference.request.metadata.get("tag") == self.tag:
+            raise InferenceError("invalid_request", "refused by a later policy")
+
+
+async def test_a_probe_refused_by_a_later_policy_hands_over_to_the_next(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    """Admitted as the probe by the hold, then refused at admission by a policy after it:
+    the attempt never ends, and its claim (renewed by the hold for as long as it is
+    listed) kept every later call to the model waiting behind it for good."""
+    provider.script = [limited(0.01)]
+    async with load("max_wait_s = 5", plugins={"refuse": RefuseTagged("b")}) as kernel:
+        await fail(kernel, req(tag="a"))  # the hold
+        refused = await fail(kernel, req(tag="b"))  # the probe, refused after the hold
+        assert refused.message == "refused by a later policy"
+        # The next call becomes the probe and goes; before, it waited out max_wait_s.
+        assert (await kernel.complete(req(tag="c"))).text == "hello"
+    assert [c.tag for c in provider.calls] == ["a", "c"]
+    assert len(recorder.of("provider:release")) == 1

@@ -7,7 +7,8 @@ ADDR`` for one run) serves, from the host's own event loop:
 - ``/events``: server-sent events, each a whole ``state`` object; a client that
   (re)connects gets the current state at once, then every change (at most
   `PUSH_INTERVAL_S` apart);
-- ``/status``: the same state as JSON, for scripts and health checks.
+- ``/status``: the same state as JSON, for scripts and health checks, plus
+  ``process.asyncioTasks`` (the host's event loop's task count, for leak checks).
 
 Built over `on_trace` alone (`agentcore_console.state`): folding a trace in is
 dictionary work, and nothing is sent from the trace hook; each client's stream
@@ -172,8 +173,12 @@ class ConsolePage:
         )
 
     async def _status(self, request: web.Request) -> web.Response:
+        # The event loop's task count, for leak checks (bench/soak.py): counted only when
+        # asked, so it costs the host nothing between requests. This request's own task
+        # is one of them.
+        state = {**self.state.snapshot(), "process": {"asyncioTasks": len(asyncio.all_tasks())}}
         return web.Response(
-            text=self._state_json(),
+            text=redact(json.dumps(state, default=str, ensure_ascii=False)),
             content_type="application/json",
             headers={"Cache-Control": "no-store"},
         )

@@ -58,6 +58,7 @@ from agentcore.inference.calls import Attempt, Wait
 from agentcore.inference.errors import shutting_down
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.settings import Section
+from agentcore.traces import TraceEvent
 
 HOLD_KINDS: frozenset[str] = frozenset({"rate_limit", "overloaded"})
 HOLD_TOO_LONG = "hold_too_long"
@@ -157,6 +158,7 @@ class ProviderHold:
         self._stopped = asyncio.Event()
         self._owner_prefix = uuid.uuid4().hex[:12]
         self._linger_s = 600.0
+        self._drops: set[asyncio.Task[None]] = set()
         self._probes: dict[str, str] = {}
         """This replica's probes in flight, owner to key: only a probe's outcome releases
         a hold or hands the probe on, so any other attempt's end costs no store call."""
@@ -274,8 +276,15 @@ class ProviderHold:
         while True:
             await asyncio.sleep(PROBE_LEASE_S / 3)
             for owner, key in list(self._probes.items()):
+                if owner not in self._probes:
+                    continue  # ended while an earlier renewal was under way
                 try:
-                    await self.store.claim_probe(key, owner, PROBE_LEASE_S)
+                    renewed = await self.store.claim_probe(key, owner, PROBE_LEASE_S)
+                    if renewed and owner not in self._probes:
+                        # The probe ended (and dropped its claim) while this renewal was
+                        # on its way, which then claimed the probe anew for an attempt
+                        # that is over: nobody would go first until its lease ran out.
+                        await self.store.drop_probe(key, owner)
                 except FleetUnavailable as exc:
                     logger.warning(
                         "the provider hold could not renew its probe of {}: {}", key, exc
@@ -316,6 +325,26 @@ class ProviderHold:
                 await self.store.drop_probe(str(key), owner)  # the next waiter becomes the probe
         except FleetUnavailable as exc:
             logger.warning("the provider hold could not record {}'s outcome: {}", key, exc)
+
+    @hookimpl
+    def on_trace(self, event: TraceEvent) -> None:
+        """A probe that failed at admission after this plugin admitted it (a later policy
+        refused it, or it was cancelled there) never ends an attempt: its claim is dropped
+        here. Kept, the renewer would hold it, and every call to the model behind it, for
+        good."""
+        if event.type != "inference:fail" or not self._probes:
+            return
+        ended = f"{self._owner_prefix}:{event.fields.get('inferenceId')}:"
+        for owner in [o for o in self._probes if o.startswith(ended)]:
+            task = asyncio.create_task(self._drop(self._probes.pop(owner), owner))
+            self._drops.add(task)
+            task.add_done_callback(self._drops.discard)
+
+    async def _drop(self, key: str, owner: str) -> None:
+        try:
+            await self.store.drop_probe(key, owner)  # the next waiter becomes the probe
+        except FleetUnavailable as exc:  # its lease runs out by itself
+            logger.warning("the provider hold could not drop its probe of {}: {}", key, exc)
 
     async def _succeeded(self, attempt: Attempt, key: HoldKey) -> None:
         # Only an ended hold is released: a new hold set meanwhile stands.

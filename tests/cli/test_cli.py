@@ -302,6 +302,14 @@ LEAKY_ENDINGS = {
     "401-echo": Scenario.echoes_credentials(),
     "mid-stream-echo": Scenario.echoes_credentials(mid_stream=True),
     "text-echo": Scenario.text(f"your key is {API_KEY} and your token {ORG_TOKEN}"),
+    # Each secret echoed in two chunks: each chunk alone holds no whole secret.
+    "split-echo": Scenario.text(
+        f"your key is {API_KEY} and your token {ORG_TOKEN}",
+        chunks=(
+            *("your key is ", API_KEY[:9], API_KEY[9:]),
+            *(" and your token ", ORG_TOKEN[:5], ORG_TOKEN[5:]),
+        ),
+    ),
 }
 
 
@@ -334,7 +342,7 @@ def test_infer_never_prints_a_configured_secret_a_provider_echoes(
     assert API_KEY not in output
     assert ORG_TOKEN not in output
     # The echo did come back, masked where it stood.
-    if ending == "text-echo":
+    if ending in ("text-echo", "split-echo"):
         assert done.returncode == 0, done.stderr
         shown = json.loads(done.stdout)["content"] if "--json" in flags else done.stdout
         assert "your key is [REDACTED] and your token [REDACTED]" in shown

@@ -511,9 +511,27 @@ def load_settings(
     except ValidationError as exc:
         problems = _describe(exc, path, root, file_values, env_values, kinds)
         raise SettingsError(list(problems)) from None
+    for secret in _declared_secrets(settings):
+        register_secret(secret)
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values, known_kinds)
+
+
+def _declared_secrets(value: Any) -> Iterator[str]:
+    """Every `SecretStr` in validated settings: how a plugin's section declares a credential
+    that no name rule (`settings_secrets`) finds, such as ``[vault] token``."""
+    if isinstance(value, SecretStr):
+        yield value.get_secret_value()
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _declared_secrets(getattr(value, name))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _declared_secrets(item)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            yield from _declared_secrets(item)
 
 
 def reload_settings(

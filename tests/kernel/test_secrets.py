@@ -9,12 +9,14 @@ from collections.abc import Iterator
 import pytest
 from kernel_support import collect, request
 from loguru import logger
+from pydantic import SecretStr
 
 from agentcore import hookimpl
 from agentcore.inference import Failed, InferenceError
 from agentcore.log import REDACTED, configure_logging, register_secret
+from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.redaction import StreamRedactor, redact, redact_url
-from agentcore.settings import ProviderSettings, load_settings
+from agentcore.settings import ProviderSettings, Section, load_settings
 from agentcore.traces import JsonlTraceSink, TraceEvent
 
 KEY = "sk-test-3f9a8c7e6d5b4a39"
@@ -191,6 +193,50 @@ env = {MCPL_API_TOKEN = "env-token-0000", MODE = "verbose", AUTH_ENABLED = "true
         assert redact(value) == value
     # A short value is never registered: "true" would otherwise be masked in every frame.
     assert redact('{"stream":true}') == '{"stream":true}'
+
+
+class VaultSettings(Section):
+    token: SecretStr | None = None
+    fallbacks: dict[str, SecretStr] = {}
+    region: str = "eu-west-1-region"
+
+
+class VaultPlugin:
+    """A plugin whose section declares its credentials `SecretStr`, and which traces a
+    message that quotes them (as a careless error message would)."""
+
+    def __init__(self) -> None:
+        self.context: PluginContext | None = None
+
+    @hookimpl
+    def agentcore_settings(self) -> SettingsSection:
+        return SettingsSection("vault", VaultSettings)
+
+    @hookimpl
+    def agentcore_start(self, context: PluginContext) -> None:
+        self.context = context
+
+
+@pytest.mark.parametrize("where", ["file", "environment"])
+async def test_a_plugin_setting_declared_secret_is_registered_when_the_settings_load(
+    make_kernel, where
+):
+    token, fallback = f"vault-token-{where}-8181", f"vault-fallback-{where}-2727"
+    env, toml = {}, None
+    if where == "file":
+        toml = f'[vault]\ntoken = "{token}"\nfallbacks = {{ b = "{fallback}" }}\n'
+    else:
+        fallbacks = json.dumps({"b": fallback})
+        env = {"AGENTCORE_VAULT__TOKEN": token, "AGENTCORE_VAULT__FALLBACKS": fallbacks}
+    vault, recorder = VaultPlugin(), FieldRecorder()
+    async with make_kernel(plugins={"vault": vault, "recorder": recorder}, env=env, toml=toml):
+        assert vault.context is not None
+        assert vault.context.settings.token.get_secret_value() == token  # read as given
+        await vault.context.emit("vault:refused", error=f"token {token} refused, {fallback} too")
+    (refused,) = [f for f in recorder.fields if "error" in f]
+    assert refused["error"] == f"token {REDACTED} refused, {REDACTED} too"
+    # A plain string in the same section is not a secret.
+    assert redact("eu-west-1-region") == "eu-west-1-region"
 
 
 @pytest.mark.parametrize(

@@ -173,15 +173,15 @@ class ProviderSettings(Section):
     MODEL:streamGenerateContent); openai-family and openai-responses: the API base (…/v1)."""
     api_key_env: str | None = None
     """The environment variable that holds the key; the key itself never goes in a file."""
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 300.0
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    read_timeout_s: float = Field(default=300.0, gt=0)
     """The longest wait for the provider's next bytes; time the consumer holds a stream
     does not count."""
     headers: dict[str, str] = Field(default_factory=dict)
     max_connections: int | None = Field(default=None, ge=1)
     """Concurrent HTTP connections to this provider; None: no cap."""
     max_keepalive_connections: int = Field(default=20, ge=0)
-    delay_s: float = 0.0
+    delay_s: float = Field(default=0.0, ge=0)
     """echo only: the pause before each word."""
     models: dict[str, ModelSettings] = Field(default_factory=dict)
     """Metadata of the models served under this name, keyed by the MODEL of ``NAME:MODEL``."""

@@ -221,8 +221,7 @@ class _Silence:
         if connection is not None and connection.protocol is not None:
             connection.protocol.read_timeout = None
             connection.protocol.start_timeout()
-        # 0 is no read timeout, as for aiohttp's.
-        self._handle = self._loop.call_later(timeout, self._check) if timeout else None
+        self._handle = self._loop.call_later(timeout, self._check)  # > 0: settings refuse 0
 
     def _check(self) -> None:
         waited = monotonic() - self.since
@@ -236,8 +235,7 @@ class _Silence:
         )
 
     def cancel(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
+        self._handle.cancel()
 
 
 async def _replay_body(

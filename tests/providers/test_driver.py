@@ -268,21 +268,6 @@ async def test_a_stream_whose_consumer_holds_it_past_the_read_timeout_goes_on() 
     assert end.response.text == "Hello there"
 
 
-async def test_a_read_timeout_of_zero_is_no_read_timeout() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(chunked(sse(chunk("Hello ")), end=False))
-        await writer.drain()
-        await asyncio.sleep(0.3)
-        rest = sse(chunk("there"), chunk(None, "stop"), (None, "[DONE]"))
-        writer.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(rest), rest))
-        await writer.drain()
-
-    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0) as local:
-        end = terminal(await collect(local))
-    assert isinstance(end, Complete) and end.response.text == "Hello there"
-
-
 async def test_a_stream_that_never_ends_its_body_after_the_reply_is_cut_by_the_read_timeout() -> (
     None
 ):

@@ -216,12 +216,18 @@ class ProviderSettings(Section):
         return SecretStr(value)
 
 
+UnknownStop = Literal["end_turn", "error"]
+DEFAULT_UNKNOWN_STOP: UnknownStop = "error"
+"""``[inference] unknown_stop`` unless set: the one place it is written (the translators
+and `normalize_stop` default to it too)."""
+
+
 class InferenceSettings(Section):
     progress_timeout_s: float = Field(default=120.0, gt=0)
     """A stream that brings no new visible text this long is cut with a timeout error."""
     request_timeout_s: float = Field(default=600.0, gt=0)
     """One attempt, whole, may take at most this long."""
-    unknown_stop: Literal["end_turn", "error"] = "error"
+    unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
     """How a provider stop token with no mapping is handled: the attempt fails with an
     error naming it, or (``end_turn``) the response ends ``end_turn`` marked unmapped,
     which `agentcore infer` and the MCPL router still refuse, naming the token."""

@@ -179,6 +179,22 @@ def test_infer_refuses_a_stop_token_no_adapter_maps(
     assert len(loopback_provider.calls) == 1  # not retried
 
 
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_infer_takes_a_reply_with_no_finish_reason_as_a_normal_end(
+    loopback_provider: LoopbackServer, settings: Path, stream: str
+) -> None:
+    """A lax OpenAI-compatible server ends with [DONE] (or a whole body) naming no
+    finish_reason: the default ``unknown_stop = "error"`` does not refuse that."""
+    loopback_provider.script(Scenario.text("Lax but whole", raw_stop=""))
+    done = agentcore(
+        "infer", "--settings", str(settings), "--model", "o:gpt-x", "--json", stream, "Hi"
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["content"], result["finishReason"]) == ("Lax but whole", "end_turn")
+    assert len(loopback_provider.calls) == 1
+
+
 def test_infer_with_no_settings_uses_echo() -> None:
     done = agentcore("infer", "--model", "echo:any", "--json", "say it back")
     assert done.returncode == 0, done.stderr

@@ -37,7 +37,7 @@ from agentcore.inference import (
 from agentcore.inference.outcome import aborted_message, completion_problem, result_object
 from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.log import configure_logging
-from agentcore.redaction import redact, shown_setting
+from agentcore.redaction import StreamRedactor, redact, shown_setting
 from agentcore.settings import SettingsError, dotted, flatten, model_reference_problem
 from agentcore.traces import TraceEvent
 
@@ -167,6 +167,15 @@ class InferStatus:
         self._line = None
 
 
+def write_text(text: str) -> bool:
+    """Print streamed text (already redacted) at once. Returns whether there was any."""
+    if not text:
+        return False
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return True
+
+
 def end_text_line(printed: bool) -> bool:
     """End the line of streamed text, if one is open, so that what follows (an error on
     stderr, on the same terminal) starts a line of its own. Returns False: no line is open."""
@@ -228,8 +237,16 @@ async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) 
             say(f"agentcore: the inference failed: {exc.describe()}", err=True)
             return 1
     else:
+        # One redactor for the whole text: a key echoed in two chunks is masked too.
+        visible = StreamRedactor()
         async with aclosing(kernel.stream(request)) as events:
             async for event in events:
+                if isinstance(event, Token):
+                    if not as_json and event.visible:
+                        printed = write_text(visible.feed(event.text)) or printed
+                    continue
+                if isinstance(event, Complete | Failed | Aborted):
+                    printed = write_text(visible.flush()) or printed
                 if isinstance(event, Complete):
                     response = event.response
                 elif isinstance(event, Failed):
@@ -238,10 +255,6 @@ async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) 
                 elif isinstance(event, Aborted):
                     printed = end_text_line(printed)
                     say(f"agentcore: {aborted_message(event)}", err=True)
-                elif not as_json and isinstance(event, Token) and event.visible:
-                    sys.stdout.write(redact(event.text))
-                    sys.stdout.flush()
-                    printed = True
     end_text_line(printed)
     if response is None:
         return 1

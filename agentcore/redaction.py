@@ -11,7 +11,9 @@ lines (`redact_log`, which also masks header-shaped credentials nobody
 registered), and `agentcore settings` (`shown_setting`, which masks by name too).
 
 `redact` is on the hot path of every MCPL frame: with nothing registered it is
-an empty loop; otherwise one substring test per registered secret.
+an empty loop; otherwise one substring test per registered secret. Streamed text
+(`agentcore infer`'s output, MCPL ``inference/chunk``) goes through a `StreamRedactor`
+per stream, so a secret a provider echoes split across two chunks is masked too.
 
 This module imports nothing of agentcore's, so any module may use it.
 """
@@ -36,6 +38,13 @@ _SECRET_NAMES = frozenset({"sig", "pwd"})
 _secrets: set[str] = set()
 _ordered: tuple[str, ...] = ()
 """Every registered form, longest first (``user:password`` before ``password``)."""
+_starts_by_end: dict[str, tuple[tuple[str, int], ...]] = {}
+"""Every proper start of a registered form (``s``, ``sk``, ``sk-``, ...) as the form and
+the start's length, by the start's last two characters (its one character for a start
+of one), longest first: `StreamRedactor` looks up the end of a chunk to find the few
+starts of secrets that could end it."""
+_secret_characters: frozenset[str] = frozenset()
+"""Every character of a registered form: a chunk ending in another starts no secret."""
 
 
 def register_secret(value: str | None) -> None:
@@ -44,7 +53,7 @@ def register_secret(value: str | None) -> None:
     Its JSON-escaped forms are registered too, so it is found inside an encoded frame
     or trace line even when it holds a quote, a backslash or non-ASCII characters.
     """
-    global _ordered
+    global _ordered, _starts_by_end, _secret_characters
     if not value or len(value) < MIN_SECRET_LENGTH:
         return
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
@@ -52,6 +61,21 @@ def register_secret(value: str | None) -> None:
         return
     _secrets.update(forms)
     _ordered = tuple(sorted(_secrets, key=len, reverse=True))
+    starts = [(form, n) for form in _secrets for n in range(1, len(form))]
+    by_end: dict[str, list[tuple[str, int]]] = {}
+    for secret, n in sorted(starts, key=lambda start: start[1], reverse=True):
+        by_end.setdefault(secret[max(0, n - 2) : n], []).append((secret, n))
+    _starts_by_end = {end: tuple(found) for end, found in by_end.items()}
+    _secret_characters = frozenset("".join(_secrets))
+
+
+def _secret_start_at_end(text: str) -> int:
+    """The length of the longest tail of `text` that is a proper start of a registered
+    secret (0 for none): two lookups, by the last two characters and by the last one."""
+    for form, n in _starts_by_end.get(text[-2:], ()):
+        if n <= len(text) and form.startswith(text[-n:]):
+            return n
+    return 1 if text[-1:] in _starts_by_end else 0
 
 
 def redact(text: str) -> str:
@@ -65,6 +89,39 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+class StreamRedactor:
+    """`redact` for one stream of text chunks: a secret split across chunks is masked too.
+
+    Each chunk's text goes out at once (redacted), but for its tail when that tail is
+    the start of a registered secret: at most the longest secret less one character,
+    held until the next chunk shows whether the secret follows, or `flush` ends the
+    stream. A chunk whose tail starts no secret is held not at all. With no secret
+    registered, `feed` hands the chunk back as it is.
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """The part of the stream so far that can go out now, redacted."""
+        if not _ordered:
+            return text
+        text = redact(self._held + text)
+        held = _secret_start_at_end(text) if text and text[-1] in _secret_characters else 0
+        if held:
+            self._held = text[-held:]
+            return text[:-held]
+        self._held = ""
+        return text
+
+    def flush(self) -> str:
+        """The held tail, at the end of the stream: it began a secret that never came."""
+        held, self._held = self._held, ""
+        return held
 
 
 _HEADER_PATTERN = re.compile(
@@ -213,6 +270,7 @@ def _leaves(tree: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, 
 __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "StreamRedactor",
     "credential_parts",
     "excerpt",
     "is_secret_name",

@@ -173,15 +173,15 @@ class ProviderSettings(Section):
     MODEL:streamGenerateContent); openai-family and openai-responses: the API base (…/v1)."""
     api_key_env: str | None = None
     """The environment variable that holds the key; the key itself never goes in a file."""
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 300.0
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    read_timeout_s: float = Field(default=300.0, gt=0)
     """The longest wait for the provider's next bytes; time the consumer holds a stream
     does not count."""
     headers: dict[str, str] = Field(default_factory=dict)
     max_connections: int | None = Field(default=None, ge=1)
     """Concurrent HTTP connections to this provider; None: no cap."""
     max_keepalive_connections: int = Field(default=20, ge=0)
-    delay_s: float = 0.0
+    delay_s: float = Field(default=0.0, ge=0)
     """echo only: the pause before each word."""
     models: dict[str, ModelSettings] = Field(default_factory=dict)
     """Metadata of the models served under this name, keyed by the MODEL of ``NAME:MODEL``."""
@@ -216,12 +216,18 @@ class ProviderSettings(Section):
         return SecretStr(value)
 
 
+UnknownStop = Literal["end_turn", "error"]
+DEFAULT_UNKNOWN_STOP: UnknownStop = "error"
+"""``[inference] unknown_stop`` unless set: the one place it is written (the translators
+and `normalize_stop` default to it too)."""
+
+
 class InferenceSettings(Section):
     progress_timeout_s: float = Field(default=120.0, gt=0)
     """A stream that brings no new visible text this long is cut with a timeout error."""
     request_timeout_s: float = Field(default=600.0, gt=0)
     """One attempt, whole, may take at most this long."""
-    unknown_stop: Literal["end_turn", "error"] = "error"
+    unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
     """How a provider stop token with no mapping is handled: the attempt fails with an
     error naming it, or (``end_turn``) the response ends ``end_turn`` marked unmapped,
     which `agentcore infer` and the MCPL router still refuse, naming the token."""
@@ -511,9 +517,27 @@ def load_settings(
     except ValidationError as exc:
         problems = _describe(exc, path, root, file_values, env_values, kinds)
         raise SettingsError(list(problems)) from None
+    for secret in _declared_secrets(settings):
+        register_secret(secret)
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values, known_kinds)
+
+
+def _declared_secrets(value: Any) -> Iterator[str]:
+    """Every `SecretStr` in validated settings: how a plugin's section declares a credential
+    that no name rule (`settings_secrets`) finds, such as ``[vault] token``."""
+    if isinstance(value, SecretStr):
+        yield value.get_secret_value()
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _declared_secrets(getattr(value, name))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _declared_secrets(item)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            yield from _declared_secrets(item)
 
 
 def reload_settings(

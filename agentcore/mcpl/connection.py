@@ -41,6 +41,9 @@ is checked against the wider policy, and one written before it against the narro
 refusal (`accepted: false`) or no answer leaves only the narrowed policy: a receipt
 never widens anything. Requests are serialized per connection, and a newer change
 supersedes an older one whose receipt has not come (the older one then never activates).
+A refused policy (``fallback: "mcp-only"``) stays refused until the settings offer one
+again (`update_policy`, on every SIGHUP): §6.7 lets a refusal go back to a human for a new
+decision, never to the policy engine, so only that offer can bring MCPL on in the session.
 
 Manifest changes (§17). `mcpl/manifestChanged` is a hint: it only marks the manifest
 stale. One task per session fetches `mcpl/manifest` (at most once per
@@ -600,6 +603,8 @@ class ServerConnection:
         feature_sets = derive_feature_sets(self._declared, grant, self._disabled)
         params = self._policy_params(grant, feature_sets)
         before_grant, before_sets = self._grant, self._feature_sets
+        if self._state == "refused":  # nothing was on: everything waits for the receipt
+            before_sets = {}
         interim: dict[str, FeatureSet] = {}
         for name, fs in feature_sets.items():
             old = before_sets.get(name)
@@ -728,14 +733,16 @@ class ServerConnection:
         """Apply a new configured grant and disabled feature sets to the live session (§6.7).
 
         What the change takes away is refused from the moment this is called; then the
-        Request goes out, and what it adds is allowed once the receipt has come. Returns
-        `_tell`'s outcome, or "inactive" when MCPL is off in this session (the new policy
-        applies to the next session).
+        Request goes out, and what it adds is allowed once the receipt has come. A policy
+        the server refused is offered again (§6.7: a refusal goes back to a human for a new
+        decision, and this call is one): MCPL comes on if the server accepts it. Returns
+        `_tell`'s outcome, or "inactive" when MCPL is off in this session for good (the
+        new policy applies to the next session).
         """
         self._configured = tuple(grant)
         self._disabled = tuple(disabled_feature_sets)
         peer = self._peer
-        if peer is None or self._closing or self._state in ("absent", "refused"):
+        if peer is None or self._closing or self._state == "absent":
             self._log.info(
                 "mcpl server {}: new policy noted; MCPL is off in this session ({})",
                 self._name,
@@ -749,7 +756,10 @@ class ServerConnection:
         if step.removed or step.degraded:
             await self._trace_policy(step, removed=step.removed, disabled=step.degraded)
         narrowed = self._grant
-        outcome = await self._tell(peer, step)
+        # A refused policy offered again from the settings is an initial exchange once
+        # more: MCPL is on only if the server accepts it.
+        offered_again = cause == "settings" and self._state == "refused"
+        outcome = await self._tell(peer, step, initial=offered_again)
         if outcome == "accepted" and (step.pending or step.pending_sets):
             await self._trace_policy(
                 step, added=step.pending, enabled=step.pending_sets, receipt=outcome

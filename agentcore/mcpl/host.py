@@ -8,8 +8,9 @@ every policy applied; a `push/event` goes to `on_push_event` instead (`push`).
 On SIGHUP `agentcore serve` re-reads its settings file (`McplHost.reload`). A file
 that no longer validates changes nothing, and the log says why. Otherwise: a server
 removed from the file is closed, one added is started, one whose connection settings
-changed is restarted, and one whose `grant` or `disabled_feature_sets` changed gets
-the new policy live (`ServerConnection.update_policy`: §6.7's orderings). Other
+changed is restarted, and one whose `grant` or `disabled_feature_sets` changed, or
+whose policy the server refused, gets the policy live (`ServerConnection.update_policy`:
+§6.7's orderings). Other
 sections are read once, at start: a change to them is logged as needing a restart.
 
 Shutdown order, and why: first the kernel is marked stopping, so calls waiting
@@ -181,11 +182,14 @@ class McplHost:
             ):
                 logger.info("reload: mcpl server {}: its connection settings changed", name)
                 work.append(self._restart_one(name, config))
-            elif before.model_dump(include=POLICY_FIELDS) != config.model_dump(
-                include=POLICY_FIELDS
-            ):
+            else:
                 connection = self.connections.get(name)
-                if connection is not None:
+                changed = before.model_dump(include=POLICY_FIELDS) != config.model_dump(
+                    include=POLICY_FIELDS
+                )
+                # A policy the server refused is offered again on every reload (§6.7: a
+                # refusal goes back to a human, whose SIGHUP is the new decision).
+                if connection is not None and (changed or connection.state == "refused"):
                     work.append(
                         connection.update_policy(config.grant, config.disabled_feature_sets)
                     )

@@ -47,7 +47,12 @@ from agentcore.providers.wire import (
     read_usage,
     resolve_key,
 )
-from agentcore.settings import InferenceSettings, ProviderSettings
+from agentcore.settings import (
+    DEFAULT_UNKNOWN_STOP,
+    InferenceSettings,
+    ProviderSettings,
+    UnknownStop,
+)
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -169,10 +174,7 @@ class AnthropicTranslator(Translator):
     __slots__ = ("stop_reason", "stop_sequence")
 
     def __init__(
-        self,
-        provider: str,
-        model: str,
-        unknown_stop: str = "error",
+        self, provider: str, model: str, unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
     ) -> None:
         super().__init__(provider, model, unknown_stop)
         self.stop_reason: str | None = None

@@ -27,7 +27,12 @@ from agentcore.providers.sse import EventTuple
 from agentcore.providers.wire import HttpCall, fast_loads, read_usage
 from agentcore.providers.xml_parser import XmlParser, xml_stop
 from agentcore.providers.xml_transcript import Participants, format_request
-from agentcore.settings import InferenceSettings, ProviderSettings
+from agentcore.settings import (
+    DEFAULT_UNKNOWN_STOP,
+    InferenceSettings,
+    ProviderSettings,
+    UnknownStop,
+)
 
 __all__ = ["AnthropicXmlProvider", "XmlTranslator", "XmlWire"]
 
@@ -55,7 +60,9 @@ class XmlTranslator(AnthropicTranslator):
 
     __slots__ = ("parser",)
 
-    def __init__(self, provider: str, model: str, unknown_stop: str = "end_turn") -> None:
+    def __init__(
+        self, provider: str, model: str, unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
+    ) -> None:
         super().__init__(provider, model, unknown_stop)
         self.parser = XmlParser(self.blocks)
 

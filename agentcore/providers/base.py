@@ -21,6 +21,7 @@ from agentcore.inference import (
     StreamEvent,
     unmapped_stop_message,
 )
+from agentcore.settings import DEFAULT_UNKNOWN_STOP, UnknownStop
 
 
 class Provider(Protocol):
@@ -55,16 +56,21 @@ def normalize_stop(
     token: str | None,
     mapping: Mapping[str, StopReason],
     *,
-    unknown_stop: str = "error",
+    unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP,
     sequence: str | None = None,
 ) -> StopInfo:
     """Map a provider's stop token to the closed set, keeping the raw token.
 
-    A token with no mapping is logged once per (provider, token) and handled as
+    No token at all (None or empty: a lax compatible server's reply that ended by the
+    wire's own end marker, naming no reason) is a normal end, ``end_turn``: the official
+    Python SDK hands such a reply over with ``finish_reason`` None, not as an error. A
+    token with no mapping is logged once per (provider, token) and handled as
     `[inference] unknown_stop` says: as an error, or as ``end_turn`` marked unmapped
     (which the completion rule still refuses).
     """
-    if token is not None and token in mapping:
+    if not token:
+        return StopInfo(reason="end_turn", sequence=sequence)
+    if token in mapping:
         return StopInfo(reason=mapping[token], raw=token, sequence=sequence)
     key = (provider, str(token))
     if key not in _logged_unknown_stops:

@@ -16,10 +16,14 @@ the connector's limit (``max_keepalive_connections = 0``: no keep-alive), TLS
 verified against the system's CAs (``SSL_CERT_FILE`` honoured), and the connect and
 read timeouts from settings (a streamed body's read timeout is the driver's own,
 `_Silence`). The whole-request and progress timeouts are the kernel's, around any
-provider. The environment's proxy (``HTTP_PROXY``,
-``HTTPS_PROXY``, ``NO_PROXY``, credentials from ``.netrc``) is looked up once, for the
-base URL, with aiohttp's own rules: its ``trust_env`` would look it up on every call,
-in two trips to a worker thread, half a millisecond of CPU per call.
+provider. The environment's proxy is looked up once, for the base URL, when the
+provider is made (aiohttp's ``trust_env`` would look it up on every call, in two trips to
+a worker thread, half a millisecond of CPU per call), by the rules httpx and curl follow,
+which users expect (`env_proxy`): ``HTTP_PROXY`` / ``HTTPS_PROXY`` by the base URL's
+scheme, else ``ALL_PROXY`` (lower-case names too), ``NO_PROXY`` honoured, a proxy URL
+with no scheme taken as ``http://``, an ``https://`` proxy reached over TLS, credentials
+from the URL or ``.netrc``. A proxy aiohttp cannot speak (``socks5://``) is refused with
+an error naming the variable, never skipped for a direct connection.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ import asyncio
 import contextlib
 import json
 import math
+import urllib.request
 from collections.abc import AsyncIterator
 from time import monotonic
 
 import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
+from aiohttp.helpers import basicauth_from_netrc, netrc_from_env, strip_auth_from_url
 from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
@@ -40,10 +45,16 @@ from agentcore.inference import InferenceError, Request, Response, StreamEvent
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.sse import SSEDecoder
 from agentcore.providers.wire import HttpCall, Translator, Wire, replay
-from agentcore.redaction import excerpt
+from agentcore.redaction import (
+    credential_parts,
+    excerpt,
+    redact_url,
+    register_secret,
+    url_secrets,
+)
 from agentcore.settings import ProviderSettings
 
-__all__ = ["HTTPProvider", "transport_error"]
+__all__ = ["HTTPProvider", "env_proxy", "transport_error"]
 
 _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 """What the library raises for a failure below HTTP; `transport_error` maps each."""
@@ -65,8 +76,12 @@ class HTTPProvider:
         self._headers = {**wire.headers, "content-type": "application/json", **config.headers}
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
-        self._proxy: URL | None = None
-        self._proxy_auth: aiohttp.BasicAuth | None = None
+        self._proxy, self._proxy_headers = env_proxy(URL(self._base), name)
+        if self._proxy_headers and URL(self._base).scheme == "http":
+            # An http:// request goes to the proxy itself, which reads its credentials
+            # there; aiohttp puts `proxy_headers` only on an https:// target's CONNECT.
+            self._headers.update(self._proxy_headers)
+            self._proxy_headers = None
 
     def _open_session(self) -> aiohttp.ClientSession:
         config = self._config
@@ -81,8 +96,6 @@ class HTTPProvider:
             sock_connect=config.connect_timeout_s,
             sock_read=config.read_timeout_s,
         )
-        with contextlib.suppress(LookupError):  # no proxy for this URL
-            self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self._base))
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
@@ -110,7 +123,7 @@ class HTTPProvider:
             data=_json_body(call.body),
             allow_redirects=False,
             proxy=self._proxy,
-            proxy_auth=self._proxy_auth,
+            proxy_headers=self._proxy_headers,
         )
         if 200 <= response.status < 300:
             return response
@@ -198,6 +211,49 @@ class HTTPProvider:
             response.close()
 
 
+PROXY_SCHEMES = ("http", "https")
+"""What aiohttp can speak to a proxy: plain HTTP, or HTTP over TLS (TLS in TLS on 3.11+)."""
+
+
+def env_proxy(url: URL, provider: str) -> tuple[URL | None, dict[str, str] | None]:
+    """The environment's proxy for `url`, and the header with its credentials (see the
+    module docstring).
+
+    Raises `InferenceError` (``invalid_request``) naming the variable for a proxy that
+    cannot be used: going around it would surprise whoever set it.
+    """
+    if url.host is None or urllib.request.proxy_bypass(url.host):
+        return None, None
+    proxies = urllib.request.getproxies()  # scheme -> URL, from *_proxy; "all" for ALL_PROXY
+    scheme = url.scheme if url.scheme in proxies else "all"
+    value = proxies.get(scheme)
+    if not value:
+        return None, None
+    proxy = URL(value if "://" in value else f"http://{value}")
+    for secret in url_secrets(str(proxy)):
+        register_secret(secret)
+    host = proxy.host
+    if proxy.scheme not in PROXY_SCHEMES or not host:
+        raise InferenceError(
+            "invalid_request",
+            f"provider {provider!r}: the proxy {scheme.upper()}_PROXY = "
+            f"{redact_url(str(proxy))!r} cannot be used: agentcore speaks to http:// and "
+            "https:// proxies only; unset it, or name this host in NO_PROXY",
+            retryable=False,
+        )
+    proxy, auth = strip_auth_from_url(proxy)
+    netrc = netrc_from_env() if auth is None else None
+    if netrc is not None:
+        with contextlib.suppress(LookupError):
+            auth = basicauth_from_netrc(netrc, host)
+    if auth is None:
+        return proxy, None
+    header = auth.encode()
+    for secret in credential_parts(header):
+        register_secret(secret)
+    return proxy, {"Proxy-Authorization": header}
+
+
 class _Silence:
     """``read_timeout_s`` on a streamed body: the time the driver has waited for bytes.
 
@@ -222,8 +278,7 @@ class _Silence:
         if connection is not None and connection.protocol is not None:
             connection.protocol.read_timeout = None
             connection.protocol.start_timeout()
-        # 0 is no read timeout, as for aiohttp's.
-        self._handle = self._loop.call_later(timeout, self._check) if timeout else None
+        self._handle = self._loop.call_later(timeout, self._check)  # > 0: settings refuse 0
 
     def _check(self) -> None:
         waited = monotonic() - self.since
@@ -237,8 +292,7 @@ class _Silence:
         )
 
     def cancel(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
+        self._handle.cancel()
 
 
 async def _replay_body(

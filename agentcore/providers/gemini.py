@@ -58,7 +58,12 @@ from agentcore.providers.wire import (
     read_usage,
     resolve_key,
 )
-from agentcore.settings import InferenceSettings, ProviderSettings
+from agentcore.settings import (
+    DEFAULT_UNKNOWN_STOP,
+    InferenceSettings,
+    ProviderSettings,
+    UnknownStop,
+)
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
@@ -179,7 +184,9 @@ class GeminiTranslator(Translator):
 
     __slots__ = ("calls", "current", "finish", "usage_seen")
 
-    def __init__(self, provider: str, model: str, unknown_stop: str = "end_turn") -> None:
+    def __init__(
+        self, provider: str, model: str, unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
+    ) -> None:
         super().__init__(provider, model, unknown_stop)
         self.current: Block | None = None
         """The open text or thinking block."""

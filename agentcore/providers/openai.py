@@ -60,7 +60,12 @@ from agentcore.providers.wire import (
     read_usage,
     resolve_key,
 )
-from agentcore.settings import InferenceSettings, ProviderSettings
+from agentcore.settings import (
+    DEFAULT_UNKNOWN_STOP,
+    InferenceSettings,
+    ProviderSettings,
+    UnknownStop,
+)
 
 PATH = "/chat/completions"
 
@@ -239,7 +244,7 @@ class OpenAITranslator(Translator):
         self,
         provider: str,
         model: str,
-        unknown_stop: str = "error",
+        unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP,
         stop_sequences: list[str] | tuple[str, ...] = (),
     ) -> None:
         super().__init__(provider, model, unknown_stop)
@@ -257,7 +262,10 @@ class OpenAITranslator(Translator):
         loads = fast_loads
         for _, data, _ in events:
             if data == "[DONE]":
+                # The server's own end: a reply with no finish_reason (a lax compatible
+                # server) is whole all the same; one with nothing in it is no reply.
                 self.done = True
+                self.finished = self.finished or self.blocks.next_index > 0
                 return
             try:
                 obj = loads(data)
@@ -346,6 +354,8 @@ class OpenAITranslator(Translator):
         with a plain ``stop`` is a refusal.
         """
         finish, native = self.finish, self.native
+        if not finish:
+            return self.unnamed_stop(called_tool=bool(self.tools))
         if finish == "stop":
             if isinstance(native, str) and native in self.stop_sequences:
                 return StopInfo("stop_sequence", finish, native)
@@ -391,7 +401,19 @@ class OpenAITranslator(Translator):
         self.refused = bool(refusal)
         self.served = data.get("model")
         _usage(data.get("usage"), self.usage)
+        if not self.finish:
+            if not content:
+                raise self.no_terminal()
+            called_tool = any(isinstance(block, ToolUseBlock) for block in content)
+            return self.response(content, self.unnamed_stop(called_tool))
         return self.response(content, self.stop())
+
+    def unnamed_stop(self, called_tool: bool) -> StopInfo:
+        """A reply that ended with no finish_reason: ``tool_use`` when it called a tool,
+        else ``end_turn`` (`normalize_stop`'s rule for a missing token)."""
+        if called_tool:
+            return StopInfo("tool_use")
+        return self.normalized_stop(None, STOP_REASONS)
 
 
 def _tool_deltas(

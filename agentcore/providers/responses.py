@@ -58,7 +58,12 @@ from agentcore.providers.wire import (
     read_usage,
     resolve_key,
 )
-from agentcore.settings import InferenceSettings, ProviderSettings
+from agentcore.settings import (
+    DEFAULT_UNKNOWN_STOP,
+    InferenceSettings,
+    ProviderSettings,
+    UnknownStop,
+)
 
 PATH = "/responses"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -188,7 +193,9 @@ class ResponsesTranslator(Translator):
 
     __slots__ = ("calls", "items", "reason", "refused", "status")
 
-    def __init__(self, provider: str, model: str, unknown_stop: str = "end_turn") -> None:
+    def __init__(
+        self, provider: str, model: str, unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
+    ) -> None:
         super().__init__(provider, model, unknown_stop)
         self.items: dict[int, Block] = {}
         """The block of each output item streaming now, by ``output_index``."""

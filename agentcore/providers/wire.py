@@ -66,7 +66,7 @@ from agentcore.providers.base import normalize_stop
 from agentcore.providers.blocks import Block, Blocks, json_object
 from agentcore.providers.sse import EventTuple
 from agentcore.redaction import excerpt, register_secret
-from agentcore.settings import ProviderSettings
+from agentcore.settings import DEFAULT_UNKNOWN_STOP, ProviderSettings, UnknownStop
 
 __all__ = [
     "Block",
@@ -134,7 +134,9 @@ class Translator:
         "usage",
     )
 
-    def __init__(self, provider: str, model: str, unknown_stop: str = "error") -> None:
+    def __init__(
+        self, provider: str, model: str, unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
+    ) -> None:
         self.provider = provider
         self.model = model
         self.unknown_stop = unknown_stop

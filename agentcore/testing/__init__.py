@@ -76,7 +76,8 @@ Options on any scenario (keyword arguments, or ``scenario.replace(...)``):
 ``chunk_delay_s`` (between chunks), ``timestamps=True`` (each text chunk carries
 ``"agentcore_emitted_at": time.time()`` and `Call.emitted_at` records it),
 ``headers`` (extra response headers), ``raw_stop`` (a stop token sent verbatim: Responses
-an ``incomplete`` reason, Gemini a ``finishReason``).
+an ``incomplete`` reason, Gemini a ``finishReason``; on openai ``""`` sends
+``finish_reason`` null to the end, as a lax compatible server does).
 
 Each class method returns one of the small family types of `agentcore.testing.scenarios`
 (``Reply``, ``ToolUse``, ``Echo``, ``Long``, ``StreamError``, ``ErrorBody``, ``Cut``,

@@ -380,7 +380,8 @@ class Streamed(Scenario):
 class Reply(Streamed):
     """Text, then a stop: ``stop`` is a normalized reason (``end_turn``, ``max_tokens``,
     ``stop_sequence``, ``refusal``, ``tool_use``, ``pause_turn``) each wire says its way;
-    ``raw_stop`` is sent verbatim instead (the unknown-stop rule's input)."""
+    ``raw_stop`` is sent verbatim instead (the unknown-stop rule's input); on the openai
+    wire ``raw_stop=""`` sends none at all (``finish_reason`` null to the end)."""
 
     kind: ClassVar[str] = "text"
 

@@ -179,6 +179,22 @@ def test_infer_refuses_a_stop_token_no_adapter_maps(
     assert len(loopback_provider.calls) == 1  # not retried
 
 
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_infer_takes_a_reply_with_no_finish_reason_as_a_normal_end(
+    loopback_provider: LoopbackServer, settings: Path, stream: str
+) -> None:
+    """A lax OpenAI-compatible server ends with [DONE] (or a whole body) naming no
+    finish_reason: the default ``unknown_stop = "error"`` does not refuse that."""
+    loopback_provider.script(Scenario.text("Lax but whole", raw_stop=""))
+    done = agentcore(
+        "infer", "--settings", str(settings), "--model", "o:gpt-x", "--json", stream, "Hi"
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["content"], result["finishReason"]) == ("Lax but whole", "end_turn")
+    assert len(loopback_provider.calls) == 1
+
+
 def test_infer_with_no_settings_uses_echo() -> None:
     done = agentcore("infer", "--model", "echo:any", "--json", "say it back")
     assert done.returncode == 0, done.stderr
@@ -304,6 +320,14 @@ LEAKY_ENDINGS = {
     "401-echo": Scenario.echoes_credentials(),
     "mid-stream-echo": Scenario.echoes_credentials(mid_stream=True),
     "text-echo": Scenario.text(f"your key is {API_KEY} and your token {ORG_TOKEN}"),
+    # Each secret echoed in two chunks: each chunk alone holds no whole secret.
+    "split-echo": Scenario.text(
+        f"your key is {API_KEY} and your token {ORG_TOKEN}",
+        chunks=(
+            *("your key is ", API_KEY[:9], API_KEY[9:]),
+            *(" and your token ", ORG_TOKEN[:5], ORG_TOKEN[5:]),
+        ),
+    ),
 }
 
 
@@ -336,7 +360,7 @@ def test_infer_never_prints_a_configured_secret_a_provider_echoes(
     assert API_KEY not in output
     assert ORG_TOKEN not in output
     # The echo did come back, masked where it stood.
-    if ending == "text-echo":
+    if ending in ("text-echo", "split-echo"):
         assert done.returncode == 0, done.stderr
         shown = json.loads(done.stdout)["content"] if "--json" in flags else done.stdout
         assert "your key is [REDACTED] and your token [REDACTED]" in shown

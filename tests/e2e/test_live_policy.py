@@ -155,6 +155,33 @@ async def test_a_refusal_is_logged_with_its_fallback_and_widens_nothing(
     assert change["removed"] == ["inferenceRequest", "inferenceRequest.streaming"]
 
 
+async def test_a_refused_policy_is_offered_again_by_a_later_reload(rig: RigFactory) -> None:
+    """§6.7: a refusal goes back to a human; the next reload (a SIGHUP) is their new
+    decision, and the server may accept it: MCPL comes on in the same session."""
+    r = await rig(grants={"srv": ["inferenceRequest", "inferenceRequest.streaming"]})
+    accepting = r.server.script.receipt
+    r.server.script.receipt = {"accepted": False, "fallback": "mcp-only", "reason": "no"}
+    rewrite_settings(r.settings_path, set_server("srv", grant=FULL_GRANT))
+    assert await r.host.reload() is True
+    plain = {"featureSet": "fs.plain", "messages": USER}
+    refused = await r.server.call("inference/request", plain)
+    assert refused.error["data"]["reason"] == "policy_refused"
+
+    # A narrower policy, which the server accepts: offered, and in force after the receipt.
+    r.server.script.receipt = accepting
+    r.provider.script(Scenario.text("Back on."))
+    rewrite_settings(r.settings_path, set_server("srv", grant=["inferenceRequest"]))
+    assert await r.host.reload() is True
+    assert updates(r.server)[-1]["effectiveCapabilities"] == ["inferenceRequest"]
+    assert r.host.connections["srv"].state == "ready"
+    assert (await r.server.call("inference/request", plain)).result["content"] == "Back on."
+    assert (await r.server.call("model/info", {})).error == DENIED_MODEL_INFO
+    assert [(c["receipt"], c["added"]) for c in policy_changes(r)] == [
+        ("refused", []),
+        ("accepted", ["inferenceRequest"]),
+    ]
+
+
 async def test_a_feature_set_enabled_live_waits_for_the_receipt(rig: RigFactory) -> None:
     r = await rig(server_options={"srv": {"disabled_feature_sets": ["fs.off"]}})
     request = {"featureSet": "fs.off", "messages": USER}

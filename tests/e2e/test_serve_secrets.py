@@ -33,6 +33,14 @@ ENDINGS = {
     "401-echo": Scenario.echoes_credentials(),
     "mid-stream-echo": Scenario.echoes_credentials(mid_stream=True),
     "text-echo": Scenario.text(f"your key is {API_KEY} and your token {ORG_TOKEN}"),
+    # Each secret echoed in two chunks: each chunk's frame alone holds no whole secret.
+    "split-echo": Scenario.text(
+        f"your key is {API_KEY} and your token {ORG_TOKEN}",
+        chunks=(
+            *("your key is ", API_KEY[:9], API_KEY[9:]),
+            *(" and your token ", ORG_TOKEN[:5], ORG_TOKEN[5:]),
+        ),
+    ),
 }
 ONE_ATTEMPT = {"max_attempts": 1, "overloaded": {"max_attempts": 1}}
 FEATURES = {"a": "fs.a", "o": "fs.o"}  # provider name -> the feature set routed to it
@@ -95,13 +103,16 @@ async def test_serve_never_sends_or_logs_a_configured_secret(
         assert call.headers["x-org-token"] == ORG_TOKEN
         assert API_KEY in call.headers.get("authorization", "") + call.headers.get("x-api-key", "")
 
-    # What reached the MCPL server: every frame, answers and chunks alike.
+    # What reached the MCPL server: every frame, answers and chunks alike, and each
+    # request's chunks joined (a secret split across two of them).
     assert session.received
     for item in session.received:
         assert leaks(json.dumps(item.message, ensure_ascii=False)) == [], item.message
+    for rid, _ in answers.values():
+        assert leaks("".join(delta for _, _, delta in session.chunks(rid))) == []
     for (provider, stream, name), (rid, answer) in answers.items():
         case = f"{provider} stream={stream} {name}"
-        if name == "text-echo":
+        if name in ("text-echo", "split-echo"):
             content = answer["result"]["content"]
             assert content == "your key is [REDACTED] and your token [REDACTED]", case
             if stream:

@@ -131,6 +131,52 @@ async def test_serve_applies_a_changed_grant_on_sighup(
     ]
 
 
+async def test_serve_offers_a_refused_policy_again_on_a_later_sighup(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    """The server refuses the policy a SIGHUP brings (``fallback: "mcp-only"``): MCPL is
+    off. Its operator fixes the server and sends SIGHUP again, the file unchanged: the
+    policy is offered again, accepted, and MCPL is on in the same session."""
+    log = tmp_path / "traces.jsonl"
+    settings = loopback_settings(
+        PROVIDERS,
+        sections={
+            **settings_sections(hub, {"srv": hub.config("srv", ["inferenceRequest"])}),
+            "traces": {"jsonl": str(log)},
+        },
+    )
+    process = await serve(settings)
+    try:
+        session = await hub.next_session()
+        await session.ready.wait()
+        accepting = session.script.receipt
+        session.script.receipt = {"accepted": False, "fallback": "mcp-only", "reason": "no"}
+        rewrite_settings(settings, grant(FULL_GRANT))
+        process.send_signal(signal.SIGHUP)
+        await until(lambda: log.exists() and '"receipt": "refused"' in log.read_text())
+        refused = await session.call("model/info", {})
+        assert refused.error["data"] == {"capability": "modelInfo", "reason": "policy_refused"}
+
+        session.script.receipt = accepting
+        process.send_signal(signal.SIGHUP)
+        await until(lambda: '"receipt": "accepted"' in log.read_text())
+        assert (await session.call("model/info", {})).result["id"]
+        process.send_signal(signal.SIGTERM)
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    offers = session.requests_of("featureSets/update")
+    assert len(offers) == 3  # the initial one, the refused one, the one offered again
+    assert offers[2] == offers[1]
+    assert "modelInfo" in offers[2]["effectiveCapabilities"]
+
+
 async def test_serve_follows_a_manifest_change_and_answers_push_events(
     hub: Hub,
     loopback_settings: Callable[..., Path],

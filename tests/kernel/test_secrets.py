@@ -9,12 +9,14 @@ from collections.abc import Iterator
 import pytest
 from kernel_support import collect, request
 from loguru import logger
+from pydantic import SecretStr
 
 from agentcore import hookimpl
 from agentcore.inference import Failed, InferenceError
 from agentcore.log import REDACTED, configure_logging, register_secret
-from agentcore.redaction import redact, redact_url
-from agentcore.settings import ProviderSettings, load_settings
+from agentcore.plugins import PluginContext, SettingsSection
+from agentcore.redaction import StreamRedactor, redact, redact_url
+from agentcore.settings import ProviderSettings, Section, load_settings
 from agentcore.traces import JsonlTraceSink, TraceEvent
 
 KEY = "sk-test-3f9a8c7e6d5b4a39"
@@ -193,6 +195,50 @@ env = {MCPL_API_TOKEN = "env-token-0000", MODE = "verbose", AUTH_ENABLED = "true
     assert redact('{"stream":true}') == '{"stream":true}'
 
 
+class VaultSettings(Section):
+    token: SecretStr | None = None
+    fallbacks: dict[str, SecretStr] = {}
+    region: str = "eu-west-1-region"
+
+
+class VaultPlugin:
+    """A plugin whose section declares its credentials `SecretStr`, and which traces a
+    message that quotes them (as a careless error message would)."""
+
+    def __init__(self) -> None:
+        self.context: PluginContext | None = None
+
+    @hookimpl
+    def agentcore_settings(self) -> SettingsSection:
+        return SettingsSection("vault", VaultSettings)
+
+    @hookimpl
+    def agentcore_start(self, context: PluginContext) -> None:
+        self.context = context
+
+
+@pytest.mark.parametrize("where", ["file", "environment"])
+async def test_a_plugin_setting_declared_secret_is_registered_when_the_settings_load(
+    make_kernel, where
+):
+    token, fallback = f"vault-token-{where}-8181", f"vault-fallback-{where}-2727"
+    env, toml = {}, None
+    if where == "file":
+        toml = f'[vault]\ntoken = "{token}"\nfallbacks = {{ b = "{fallback}" }}\n'
+    else:
+        fallbacks = json.dumps({"b": fallback})
+        env = {"AGENTCORE_VAULT__TOKEN": token, "AGENTCORE_VAULT__FALLBACKS": fallbacks}
+    vault, recorder = VaultPlugin(), FieldRecorder()
+    async with make_kernel(plugins={"vault": vault, "recorder": recorder}, env=env, toml=toml):
+        assert vault.context is not None
+        assert vault.context.settings.token.get_secret_value() == token  # read as given
+        await vault.context.emit("vault:refused", error=f"token {token} refused, {fallback} too")
+    (refused,) = [f for f in recorder.fields if "error" in f]
+    assert refused["error"] == f"token {REDACTED} refused, {REDACTED} too"
+    # A plain string in the same section is not a secret.
+    assert redact("eu-west-1-region") == "eu-west-1-region"
+
+
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
@@ -218,3 +264,46 @@ def test_a_secret_is_found_inside_json_whatever_characters_it_holds():
     for encoded in (json.dumps({"m": secret}), json.dumps({"m": secret}, ensure_ascii=False)):
         assert secret not in json.loads(redact(encoded))["m"]
         assert json.loads(redact(encoded)) == {"m": REDACTED}
+
+
+# -- streamed text ---------------------------------------------------------------------------
+
+STREAM_KEY = "sk-stream-7c1e5a93b2d4"
+
+
+def streamed(chunks: list[str]) -> list[str]:
+    """What a `StreamRedactor` lets out for each chunk, then its flush."""
+    redactor = StreamRedactor()
+    return [redactor.feed(chunk) for chunk in chunks] + [redactor.flush()]
+
+
+@pytest.mark.parametrize("split", range(1, len(STREAM_KEY)))
+def test_a_secret_split_across_two_chunks_is_masked(split):
+    register_secret(STREAM_KEY)
+    out = streamed(["key: ", STREAM_KEY[:split], STREAM_KEY[split:], " end"])
+    assert "".join(out) == "key: [REDACTED] end"
+    # Nothing waits longer than the secret's start: the masked key goes out with its end.
+    assert out[:3] == ["key: ", "", "[REDACTED]"]
+
+
+def test_a_secret_in_many_chunks_with_text_around_is_masked():
+    register_secret(STREAM_KEY)
+    text = f"a {STREAM_KEY}, then {STREAM_KEY}{STREAM_KEY}. sk- and s are not keys"
+    chunks = [text[i : i + 3] for i in range(0, len(text), 3)]
+    out = streamed(chunks)
+    assert "".join(out) == redact(text)
+    assert STREAM_KEY not in "".join(out)
+
+
+def test_only_a_tail_that_starts_a_secret_is_held_and_never_longer():
+    register_secret(STREAM_KEY)
+    redactor = StreamRedactor()
+    # (Each chunk ends in a newline, which starts no secret the other tests register.)
+    assert redactor.feed("no key here.\n") == "no key here.\n"
+    assert redactor.feed("almost: sk-str") == "almost: "
+    # The held tail goes out with the next chunk once it is clearly no key.
+    assert redactor.feed("ange\n") == "sk-strange\n"
+    # The most held back: the key but for its last character, let out at the end.
+    assert redactor.feed("x" + STREAM_KEY[:-1]) == "x"
+    assert redactor.flush() == STREAM_KEY[:-1]
+    assert redactor.flush() == ""

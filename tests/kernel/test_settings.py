@@ -405,6 +405,26 @@ def test_a_timeout_must_be_positive(tmp_path, key, value):
 
 
 @pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("connect_timeout_s", 0, "Input should be greater than 0"),
+        ("read_timeout_s", -1.5, "Input should be greater than 0"),
+        ("delay_s", -1, "Input should be greater than or equal to 0"),
+    ],
+)
+def test_a_provider_duration_is_refused_below_its_bound(tmp_path, key, value, says):
+    path = write(tmp_path, f'[providers.p]\nkind = "openai-compatible"\n{key} = {value}\n')
+    (problem,) = problems(path)
+    assert problem.startswith(f"{path}: providers.p.{key}: {says}")
+    # From the environment: the variable is named.
+    env = {f"AGENTCORE_PROVIDERS__P__{key.upper()}": str(value)}
+    path = write(tmp_path, '[providers.p]\nkind = "openai-compatible"\n')
+    (problem,) = problems(path, env)
+    assert f"AGENTCORE_PROVIDERS__P__{key.upper()}" in problem
+    assert says in problem
+
+
+@pytest.mark.parametrize(
     ("server", "says"),
     [
         (

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
+import annotated_types
 from pydantic import BaseModel
 
 from agentcore.kernel import Kernel
@@ -112,3 +113,27 @@ def test_the_comparison_sees_tables_keyed_by_name() -> None:
         "retry.providers.*.overloaded.jitter_s",
         "mcpl.routing.default",
     } <= expected
+
+
+def durations(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, list[Any]]]:
+    """Every settable key that is a duration (``*_s``), with its field's constraints."""
+    for name, field in model.model_fields.items():
+        annotation = unwrap(field.annotation)
+        if is_model(annotation):
+            yield from durations(annotation, f"{prefix}{name}.")
+        elif (values := table_of_models(annotation)) is not None:
+            yield from durations(values, f"{prefix}{name}.*.")
+        elif name.endswith("_s") and not field.exclude:
+            yield f"{prefix}{name}", field.metadata
+
+
+def test_every_duration_refuses_a_negative_and_every_timeout_zero() -> None:
+    """A new ``*_s`` key with no bound would take ``-1`` silently: each has one."""
+    positive, not_negative = annotated_types.Gt(0), annotated_types.Ge(0)
+    found = dict(durations(settings_model()))
+    assert {"providers.*.read_timeout_s", "retry.initial_delay_s"} <= set(found)
+    for key, metadata in found.items():
+        bounds = {m for m in metadata if isinstance(m, annotated_types.Gt | annotated_types.Ge)}
+        assert bounds in ({positive}, {not_negative}), f"{key}: {metadata}"
+        if "timeout" in key or "interval" in key:
+            assert bounds == {positive}, f"{key}: a zero timeout can never work"

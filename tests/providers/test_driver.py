@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import ssl
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +24,7 @@ from providers_support import collect, request, sse, terminal, visible
 
 from agentcore.inference import Complete, Failed, InferenceError, Token
 from agentcore.providers.openai import OpenAIProvider
+from agentcore.redaction import redact
 from agentcore.settings import InferenceSettings, ProviderSettings
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -268,21 +272,6 @@ async def test_a_stream_whose_consumer_holds_it_past_the_read_timeout_goes_on() 
     assert end.response.text == "Hello there"
 
 
-async def test_a_read_timeout_of_zero_is_no_read_timeout() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(chunked(sse(chunk("Hello ")), end=False))
-        await writer.drain()
-        await asyncio.sleep(0.3)
-        rest = sse(chunk("there"), chunk(None, "stop"), (None, "[DONE]"))
-        writer.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(rest), rest))
-        await writer.drain()
-
-    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0) as local:
-        end = terminal(await collect(local))
-    assert isinstance(end, Complete) and end.response.text == "Hello there"
-
-
 async def test_a_stream_that_never_ends_its_body_after_the_reply_is_cut_by_the_read_timeout() -> (
     None
 ):
@@ -342,6 +331,127 @@ async def test_an_http_proxy_from_the_environment_applies(monkeypatch: pytest.Mo
         async with provider("http://api.invalid/v1") as local:
             assert (await local.complete(request(), "m")).text == "done"
     assert server.requests[0].startswith(b"POST http://api.invalid/v1/chat/completions HTTP/1.1")
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+def proxy_environment(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
+    """Exactly `values` as the proxy variables (upper-case names), none other in either case."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+async def proxy_answering(answer: bytes) -> RawServer:
+    """A proxy for http:// targets: it reads the absolute-form request and answers it."""
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(answer)
+        await writer.drain()
+
+    server = RawServer(proxy)
+    return server
+
+
+@pytest.mark.parametrize("variable", ["ALL_PROXY", "all_proxy"])
+async def test_all_proxy_applies_when_no_proxy_names_the_scheme(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    async with await proxy_answering(whole(WHOLE)) as server:
+        proxy_environment(monkeypatch)
+        monkeypatch.setenv(variable, server.url)
+        async with provider("http://api.invalid/v1") as local:
+            assert (await local.complete(request(), "m")).text == "done"
+    assert server.requests[0].startswith(b"POST http://api.invalid/v1/chat/completions HTTP/1.1")
+
+
+async def test_a_proxy_without_a_scheme_is_an_http_proxy_with_its_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with await proxy_answering(whole(WHOLE)) as server:
+        bare = server.url.removeprefix("http://")
+        proxy_environment(monkeypatch, HTTP_PROXY=f"proxyuser:proxy-pass-6262@{bare}")
+        async with provider("http://api.invalid/v1") as local:
+            assert (await local.complete(request(), "m")).text == "done"
+    head = server.requests[0].lower()
+    assert head.startswith(b"post http://api.invalid/v1/chat/completions http/1.1")
+    assert b"proxy-authorization: basic " in head  # user:password, as the proxy asks
+    assert redact("proxy-pass-6262") == "[REDACTED]"  # and the password is a secret
+
+
+async def test_an_https_targets_connect_carries_the_proxy_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server.requests.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+
+    async with RawServer(proxy) as server:
+        bare = server.url.removeprefix("http://")
+        proxy_environment(monkeypatch, ALL_PROXY=f"http://proxyuser:proxy-pass-8484@{bare}")
+        async with provider("https://api.invalid/v1") as local:
+            with pytest.raises(InferenceError):  # the proxy refuses the tunnel
+                await local.complete(request(), "m")
+    head = server.requests[0].lower()
+    assert head.startswith(b"connect api.invalid:443 http/1.1")
+    assert b"proxy-authorization: basic " in head
+
+
+@pytest.mark.parametrize("variable", ["ALL_PROXY", "HTTPS_PROXY"])
+async def test_a_proxy_aiohttp_cannot_speak_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    proxy_environment(monkeypatch, **{variable: "socks5://me:sock-pass-7373@127.0.0.1:1080"})
+    with pytest.raises(InferenceError) as info:
+        async with provider("https://api.invalid/v1"):
+            pass
+    assert (info.value.kind, info.value.retryable) == ("invalid_request", False)
+    message = info.value.message
+    assert f"the proxy {variable} = 'socks5://[REDACTED]@127.0.0.1:1080' cannot be used" in message
+    assert "sock-pass-7373" not in message
+
+
+async def test_an_https_proxy_is_reached_over_tls(tmp_path: Path) -> None:
+    """``HTTP_PROXY=https://...``: TLS to the proxy, verified against SSL_CERT_FILE (read
+    when aiohttp loads, so in a process of its own: `agentcore infer`)."""
+    ca = trustme.CA()
+    proxy_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(proxy_context)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(whole(WHOLE))
+        await writer.drain()
+
+    settings = tmp_path / "agentcore.toml"
+    settings.write_text(
+        '[providers.lan]\nkind = "openai-compatible"\nbase_url = "http://api.invalid/v1"\n'
+    )
+    async with RawServer(proxy, proxy_context) as server:
+        assert server.url.startswith("https://")
+        env = {k: v for k, v in os.environ.items() if k.lower() not in PROXY_LOWER}
+        env |= {"HTTP_PROXY": server.url, "SSL_CERT_FILE": str(tmp_path / "ca.pem")}
+        process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "agentcore", "infer", "--settings", str(settings)),
+            *("--model", "lan:m", "--no-stream", "Hi"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
+            env=env,
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, stderr.decode()
+    assert stdout.decode() == "done\n"
+    assert server.requests[0].startswith(b"POST http://api.invalid/v1/chat/completions HTTP/1.1")
+
+
+PROXY_LOWER = {name.lower() for name in PROXY_VARIABLES}
 
 
 async def test_no_proxy_hosts_are_reached_directly(monkeypatch: pytest.MonkeyPatch) -> None:

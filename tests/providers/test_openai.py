@@ -34,6 +34,7 @@ from agentcore.inference import (
     InferenceError,
     Message,
     Request,
+    StopInfo,
     StreamEvent,
     TextBlock,
     ThinkingBlock,
@@ -42,6 +43,7 @@ from agentcore.inference import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from agentcore.inference.outcome import completion_problem
 from agentcore.log import redact
 from agentcore.providers.openai import FINISH_ERROR, OpenAIProvider, OpenAITranslator
 from agentcore.settings import InferenceSettings, ProviderSettings
@@ -494,8 +496,29 @@ def test_stream_that_just_stops_is_no_terminal() -> None:
     assert (end.error.kind, end.error.code) == ("network", "no_terminal")
 
 
-def test_done_without_finish_is_no_terminal() -> None:
-    payload = sse(chunk({"content": "Hi"}), DONE)
+@pytest.mark.parametrize("finish", [None, ""])  # null throughout, or Ollama's ""
+def test_done_without_a_finish_reason_is_a_normal_end(finish: str | None) -> None:
+    """A lax compatible server names no finish_reason, but its [DONE] says the reply is
+    whole: ``end_turn`` (raw None), whatever ``unknown_stop`` says, as the SDKs read it."""
+    payload = sse(chunk({"content": "Hi"}, finish), chunk({}, finish), DONE)
+    for unknown_stop in ("error", "end_turn"):
+        end = terminal(play([payload], unknown_stop=unknown_stop))
+        assert isinstance(end, Complete), end
+        assert end.response.text == "Hi"
+        assert end.response.stop == StopInfo("end_turn")
+        assert completion_problem(end.response) is None
+
+
+def test_done_without_a_finish_reason_after_a_tool_call_is_tool_use() -> None:
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "f"}}
+    payload = sse(chunk({"tool_calls": [call]}), DONE)
+    end = terminal(play([payload]))
+    assert isinstance(end, Complete) and end.response.stop.reason == "tool_use"
+
+
+def test_done_with_nothing_before_it_is_no_terminal() -> None:
+    """No text, no finish_reason: the server said nothing, so there is no reply to keep."""
+    payload = sse(chunk({"role": "assistant"}), DONE)
     end = terminal(play([payload]))
     assert isinstance(end, Failed) and end.error.code == "no_terminal"
 
@@ -680,6 +703,24 @@ async def test_whole_finish_reason_error(make: Make, loopback_provider: Loopback
     with pytest.raises(InferenceError) as info:
         await provider.complete(request(), "m")
     assert "upstream died" in info.value.message and info.value.kind == "server"
+
+
+async def test_whole_reply_without_a_finish_reason(
+    make: Make, loopback_provider: LoopbackServer
+) -> None:
+    provider = make("openai-compatible")
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    texts = {"index": 0, "finish_reason": None, "message": {"content": "Hi"}}
+    calls = {"index": 0, "message": {"content": None, "tool_calls": [call]}}  # no key at all
+    empty = {"index": 0, "finish_reason": "", "message": {"content": None}}
+    for choice, stop in ((texts, "end_turn"), (calls, "tool_use")):
+        loopback_provider.script(Scenario.http_error(200, body={"choices": [choice]}))
+        response = await provider.complete(request(), "m")
+        assert response.stop == StopInfo(stop)
+    loopback_provider.script(Scenario.http_error(200, body={"choices": [empty]}))
+    with pytest.raises(InferenceError) as info:
+        await provider.complete(request(), "m")
+    assert info.value.code == "no_terminal"
 
 
 async def test_whole_reply_that_is_not_json(

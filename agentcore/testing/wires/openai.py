@@ -55,9 +55,9 @@ class OpenAIRenderer(Renderer):
             "prompt_tokens_details": {"cached_tokens": 0},
         }
 
-    def _finish_reason(self, reply: Reply) -> str:
-        if reply.raw_stop:
-            return reply.raw_stop
+    def _finish_reason(self, reply: Reply) -> str | None:
+        if reply.raw_stop is not None:
+            return reply.raw_stop or None  # "": none at all, as a lax compatible server
         if isinstance(reply, ToolUse) and reply.cut_tool:
             return "length"
         if reply.stop not in _FINISH:

@@ -1111,8 +1111,16 @@ def check_request(outcome: Outcome, index: Index | None, calls: list[Call]) -> s
         deltas = [e.message.get("params") or {} for e in chunks]
         if [d.get("index") for d in deltas] != list(range(len(deltas))):
             return f"chunk indexes {[d.get('index') for d in deltas]}"
-        if tuple(d.get("delta") for d in deltas) != expect.chunks:
-            return f"chunks {[d.get('delta') for d in deltas]}; expected {list(expect.chunks)}"
+        # The text is the contract, not where chunks break: the router holds back a chunk's
+        # tail that could begin a secret until the next chunk (agentcore.redaction
+        # .StreamRedactor), and a failed stream drops that held tail with its error.
+        got = [str(d.get("delta", "")) for d in deltas]
+        want = "".join(expect.chunks)
+        if "" in got:
+            return f"an empty chunk in {got}"
+        text = "".join(got)
+        if text != want if expect.content is not None else not want.startswith(text):
+            return f"chunks {got}; expected the text of {list(expect.chunks)}"
     if len(calls) != expect.calls:
         return f"{len(calls)} provider calls; its plan makes {expect.calls}"
     if chunks and any(c.started_at > chunks[0].at for c in calls):

@@ -1,0 +1,81 @@
+"""What it costs to start `agentcore`: `agentcore plugins` and one `agentcore infer` on
+an echo provider, each a fresh process, as a ratio to a floor measured in the same run.
+
+The floor is a process that imports what every agentcore command needs and cannot do
+without: pydantic-settings' `BaseSettings` (the settings are validated on every start,
+and it pulls in pydantic), click (the command line), pluggy (the hooks) and loguru (the
+log). Nothing agentcore does can start faster than that, so the ratio is agentcore's own
+cost: its modules, the plugins it imports, and the work of loading the settings and the
+plugins. The bare interpreter (``python -c pass``) is shown for scale. The machine may be
+busy: the commands are run in turns, round after round, and each figure is the median.
+
+Each process runs in the environment this script runs in (its ``sys.executable``, its
+PYTHONPATH), with every installed plugin found. Run: ``python bench/startup.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FLOOR = "import pydantic_settings, click, pluggy, loguru; from pydantic_settings import BaseSettings"
+SETTINGS = '[providers.echo]\nkind = "echo"\n'
+
+
+def commands(settings: Path) -> dict[str, list[str]]:
+    agentcore = [sys.executable, "-m", "agentcore"]
+    return {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "floor": [sys.executable, "-c", FLOOR],
+        "agentcore plugins": [*agentcore, "plugins", "--settings", str(settings)],
+        "agentcore infer": [
+            *agentcore,
+            "infer",
+            "--settings",
+            str(settings),
+            "--model",
+            "echo:any",
+            "--no-stream",
+            "hello there",
+        ],
+    }
+
+
+def run_once(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    options = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
+    with tempfile.TemporaryDirectory() as directory:
+        settings = Path(directory) / "agentcore.toml"
+        settings.write_text(SETTINGS)
+        to_run = commands(settings)
+        for argv in to_run.values():  # warm the page cache and the bytecode caches
+            run_once(argv, env)
+        times: dict[str, list[float]] = {name: [] for name in to_run}
+        for _ in range(options.rounds):
+            for name, argv in to_run.items():
+                times[name].append(run_once(argv, env))
+    print(f"python {platform.python_version()}, {os.cpu_count()} cpus, {options.rounds} rounds")
+    print(f"load average {os.getloadavg()[0]:.1f}; median of each, ratio to the floor")
+    floor = statistics.median(times["floor"])
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        print(f"  {name:<18} {median * 1000:7.0f} ms   x{median / floor:.2f}")
+
+
+if __name__ == "__main__":
+    main()

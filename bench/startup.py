@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-FLOOR = "import pydantic_settings, click, pluggy, loguru; from pydantic_settings import BaseSettings"
+FLOOR = "import click, pluggy, loguru; from pydantic_settings import BaseSettings"
 SETTINGS = '[providers.echo]\nkind = "echo"\n'
 
 

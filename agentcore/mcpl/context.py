@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from agentcore.inference.turns import INJECTION_SEPARATOR, POSITIONS, Phase, Position
-from agentcore.mcpl.connection import ServerConnection
 from agentcore.mcpl.grants import is_granted
 from agentcore.mcpl.jsonrpc import ConnectionClosed, RemoteError
 from agentcore.mcpl.protocol import McplError
+
+if TYPE_CHECKING:  # only named in annotations; importing it would import aiohttp at load
+    from agentcore.mcpl.connection import ServerConnection
 
 BEFORE_INFERENCE = "context/beforeInference"
 LIFECYCLE = "inference/lifecycle"

@@ -17,7 +17,7 @@ import asyncio
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -353,6 +353,28 @@ class Hooks:
 
     def trace(self, event: TraceEvent) -> None:
         self._observe("on_trace", event)
+
+    def mcpl_capabilities(self) -> list[Mapping[str, Any]]:
+        """Every plugin's MCPL host capabilities, in order; one that raises gives none."""
+        contributed: list[Mapping[str, Any]] = []
+        for impl in self._impls.get("agentcore_mcpl_capabilities", ()):
+            try:
+                result = impl.call()
+            except Exception:
+                logger.exception(
+                    "plugin {!r} failed in agentcore_mcpl_capabilities; it advertises nothing",
+                    impl.plugin,
+                )
+                continue
+            if isinstance(result, Mapping):
+                contributed.append(result)
+            elif result is not None:
+                logger.error(
+                    "plugin {!r}: agentcore_mcpl_capabilities returned {}, not a mapping",
+                    impl.plugin,
+                    type(result).__name__,
+                )
+        return contributed
 
     async def mcpl_request(self, request: McplRequest) -> Any:
         return await self._first_result("on_mcpl_request", request)

@@ -201,6 +201,19 @@ def on_trace(event: TraceEvent) -> None:
 # -- MCPL --------------------------------------------------------------------
 
 
+@hookspec
+def agentcore_mcpl_capabilities() -> Mapping[str, Any] | None:
+    """The MCPL host capabilities this plugin's policy provides, in SPEC §5.2's shape
+    (``{"inferenceLifecycle": True}``, ``{"contextHooks": {"beforeInference": True}}``).
+
+    Called when an `McplHost` is made, on every active plugin. At each server's
+    `initialize` the host advertises what the connection layer itself supports
+    (``version``, ``featureSets``) merged with every plugin's answer: a capability whose
+    policy no plugin provides (its plugin disabled) is not advertised. An exception is
+    logged with the plugin's name, and that plugin advertises nothing.
+    """
+
+
 @hookspec(firstresult=True)
 def on_mcpl_request(request: McplRequest) -> Any:
     """An inbound MCPL request that passed the grant and feature-set checks.

@@ -119,6 +119,7 @@ class Kernel:
         self._pm = pm
         self.hooks = Hooks(pm)
         self._providers: dict[str, Provider] = {}
+        self._model_infos: dict[str, ModelInfo] = {}  # the settings are fixed: made once each
         self._watchdogs: set[Watchdog] = set()
         self._turn_watchdogs: set[Watchdog] = set()
         self._turns: set[_HostTurn] = set()
@@ -311,6 +312,7 @@ class Kernel:
             complete=self.complete,
             stream=self.stream,
             model_info=self.model_info,
+            media_types=self.media_types,
             mcpl_servers=lambda: self.mcpl_servers(),  # set once an McplHost runs
             fleet=lambda: self.fleet,
         )
@@ -353,9 +355,21 @@ class Kernel:
     def model_info(self, reference: str) -> ModelInfo:
         """What the host knows of a model reference's model (``[providers.NAME.models.MODEL]``,
         then built-in knowledge), for MCPL's `model/info` and context hooks."""
-        name, model = split_model(reference)
-        config = self.settings.providers.get(name)
-        return describe_model(model, config.models.get(model) if config else None)
+        info = self._model_infos.get(reference)
+        if info is None:
+            name, model = split_model(reference)
+            config = self.settings.providers.get(name)
+            info = describe_model(model, config.models.get(model) if config else None)
+            if len(self._model_infos) >= 1024:  # references are the host's own: a bound anyway
+                self._model_infos.clear()
+            self._model_infos[reference] = info
+        return info
+
+    def media_types(self, reference: str) -> frozenset[str]:
+        """The media types (`MediaBlock`) the provider of a model reference carries in a user
+        message: what it declares as `media_types`; a provider that declares none, none."""
+        declared = getattr(self.provider(split_model(reference)[0]), "media_types", None)
+        return declared if isinstance(declared, frozenset) else frozenset()
 
     def provider(self, name: str) -> Provider:
         provider = self._providers.get(name)
@@ -748,11 +762,14 @@ def _trace_fields(inference: Inference) -> dict[str, Any]:
     if server is not None:
         fields["serverId"] = server
         fields["mcplRequestId"] = metadata.get("mcplRequestId")  # the request it answers
-    conversation = metadata.get("conversationId")
-    if conversation is None and inference.request.turn is not None:
-        conversation = inference.request.turn.conversation_id  # a host turn's own
-    if conversation is not None:
-        fields["conversationId"] = conversation
+    turn = inference.request.turn
+    if turn is not None:  # one of the host's own turns: its conversation and place in it
+        fields["conversationId"] = turn.conversation_id
+        fields["turnIndex"] = turn.turn_index
+    else:
+        conversation = metadata.get("conversationId")
+        if conversation is not None:
+            fields["conversationId"] = conversation
     return fields
 
 

@@ -273,6 +273,7 @@ class PluginContext:
         complete: Callable[[Request], Awaitable[Response]],
         stream: Callable[[Request], AsyncGenerator[StreamEvent, None]],
         model_info: Callable[[str], ModelInfo],
+        media_types: Callable[[str], frozenset[str]],
         mcpl_servers: Callable[[], Sequence[ServerConnection]],
         fleet: Callable[[], FleetStore],
     ) -> None:
@@ -289,6 +290,7 @@ class PluginContext:
         self._complete = complete
         self._stream = stream
         self._model_info = model_info
+        self._media_types = media_types
         self._mcpl_servers = mcpl_servers
         self._fleet = fleet
 
@@ -330,6 +332,11 @@ class PluginContext:
         """What the host knows of the model a ``NAME:MODEL`` reference names: the
         deployment's ``[providers.NAME.models.MODEL]``, then built-in knowledge."""
         return self._model_info(reference)
+
+    def media_types(self, reference: str) -> frozenset[str]:
+        """The media types (`agentcore.inference.MediaBlock`) the provider of a ``NAME:MODEL``
+        reference carries in a user message, e.g. ``image/png``; none for a text-only wire."""
+        return self._media_types(reference)
 
     def mcpl_servers(self) -> Sequence[ServerConnection]:
         """The MCPL servers the host is connected to now, in settings order (none when no

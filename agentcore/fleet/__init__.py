@@ -12,16 +12,19 @@ plugins:
 - a *hold*: closed until a time (the longest hold wins), then one *probe* may
   go; released only once it has ended. A hold disappears by itself a while
   after its end, so a crashed replica leaves nothing stuck.
-- a *semaphore*: at most N slots, each a lease that expires unless renewed, so
-  a slot whose holder died comes back.
-- a *window*: at most N takes in any sliding window of W seconds.
+- *limits*, taken together in one operation (`take`): a *semaphore*, at most N
+  slots, each a lease that expires unless renewed, so a slot whose holder died comes
+  back; and a *window*, at most N takes in any sliding window of W seconds.
 - `changed(key)`: an event set at the next change of `key` that frees a waiter
   (a hold lengthened, a probe dropped, a hold released, a slot released), by any
   replica. Redis delivers it through pub/sub: best effort, so a waiter also
   re-reads on a jittered poll (`poll_s`).
 
 Durations go in and come out; the clock is the store's (Redis's ``TIME``), so
-replicas whose clocks disagree still agree on a hold.
+replicas whose clocks disagree still agree on a hold. The Redis backend sends the
+operations that concurrent calls start in the same turn of the event loop together,
+as one pipeline (one round trip), so a burst of calls costs a few round trips, not one
+each.
 
 When Redis cannot be reached, every operation raises `FleetUnavailable`; what a
 call does then is ``[fleet] on_store_error`` (`on_store_error`): ``closed``
@@ -39,6 +42,7 @@ from agentcore.fleet.store import (
     FleetStore,
     FleetUnavailable,
     Hold,
+    Refusal,
     StoreErrorPolicy,
     poll_s,
     unavailable_error,
@@ -71,6 +75,7 @@ __all__ = [
     "FleetUnavailable",
     "Hold",
     "MemoryFleetStore",
+    "Refusal",
     "StoreErrorPolicy",
     "open_store",
     "poll_s",

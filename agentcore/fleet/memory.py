@@ -8,7 +8,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from agentcore.fleet.store import Hold, StoreErrorPolicy
+from agentcore.fleet.store import Hold, Refusal, StoreErrorPolicy
 
 
 @dataclass(slots=True)
@@ -96,7 +96,7 @@ class MemoryFleetStore:
         self._wake(key)
         return hold.view(now)
 
-    # -- semaphores ---------------------------------------------------------------
+    # -- limits: semaphores and windows ------------------------------------------------
 
     def _live_slots(self, key: str, now: float) -> dict[str, float]:
         slots = self._slots.setdefault(key, {})
@@ -104,13 +104,32 @@ class MemoryFleetStore:
             del slots[holder]
         return slots
 
-    async def acquire_slot(self, key: str, holder: str, limit: int, lease_s: float) -> bool:
+    async def take(
+        self,
+        key: str,
+        holder: str,
+        *,
+        slots: int | None,
+        lease_s: float,
+        per_window: int | None,
+        window_s: float,
+    ) -> Refusal | None:
         now = time.monotonic()
-        slots = self._live_slots(key, now)
-        if holder not in slots and len(slots) >= limit:
-            return False
-        slots[holder] = now + lease_s
-        return True
+        takes = None
+        if per_window is not None:
+            takes = self._windows.setdefault(key, deque())
+            while takes and takes[0] <= now - window_s:
+                takes.popleft()
+            if len(takes) >= per_window:
+                return Refusal("window", takes[0] + window_s - now)
+        if slots is not None:
+            held = self._live_slots(key, now)
+            if holder not in held and len(held) >= slots:
+                return Refusal("slots")
+            held[holder] = now + lease_s
+        if takes is not None:
+            takes.append(now)
+        return None
 
     async def renew_slots(self, key: str, holders: list[str], lease_s: float) -> None:
         now = time.monotonic()
@@ -127,18 +146,6 @@ class MemoryFleetStore:
             del self._slots[key]
         self._wake(key)
         return True
-
-    # -- windows ------------------------------------------------------------------
-
-    async def take_window(self, key: str, member: str, limit: int, window_s: float) -> float:
-        now = time.monotonic()
-        takes = self._windows.setdefault(key, deque())
-        while takes and takes[0] <= now - window_s:
-            takes.popleft()
-        if len(takes) < limit:
-            takes.append(now)
-            return 0.0
-        return takes[0] + window_s - now
 
     # -- wake-ups and lifecycle ------------------------------------------------------
 

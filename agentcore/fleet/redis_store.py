@@ -1,5 +1,8 @@
 """The fleet store on Redis (``[fleet] backend = "redis"``): redis-py's asyncio client, one
-connection pool per kernel, each operation one Lua script (atomic, one round trip).
+connection pool per kernel, each operation one Lua script (atomic). The scripts that
+concurrent calls start in the same turn of the event loop go to Redis together, as one
+pipeline: one round trip for a burst of admissions, not one each (most of a round trip's
+cost is redis-py's and the socket's, per command and per send, not Redis's).
 
 Keys, under ``[fleet] key_prefix`` (P): ``P:hold:KEY`` (a hash: until, since, reason,
 linger, probe, probe_at, in ms of Redis's clock), ``P:slots:KEY`` (a sorted set: holder by lease
@@ -20,7 +23,7 @@ import contextlib
 import random
 import urllib.parse
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import redis.asyncio as aioredis
 from loguru import logger
@@ -28,9 +31,10 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from agentcore.fleet.store import FleetUnavailable, Hold, StoreErrorPolicy
+from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
 
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -104,24 +108,45 @@ return {now, v[1], v[2], v[3], v[4]}
 """
 )
 
+
 _EXPIRE_AT_LAST_LEASE = """
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 if last[2] then redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1) end
 """
 
-_SLOT_ACQUIRE = (
+# KEYS: slots, window. ARGV: holder, slots, lease ms, per window, window ms (a limit of 0 is
+# not checked). Returns {0} (taken), {1} (no slot) or {2, ms until the window has room}.
+_TAKE = (
     _NOW
     + """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local lease_end = now + tonumber(ARGV[3])
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+local slots, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
+local per_window, window = tonumber(ARGV[4]), tonumber(ARGV[5])
+local taken = 0
+if per_window > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+  taken = redis.call('ZCARD', KEYS[2])
+  if taken >= per_window then
+    local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+    return {2, math.max(1, tonumber(oldest[2]) + window - now)}
+  end
 end
-redis.call('ZADD', KEYS[1], lease_end, ARGV[1])
+if slots > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= slots then
+    return {1}
+  end
+  redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
 """
     + _EXPIRE_AT_LAST_LEASE
     + """
-return 1
+end
+if per_window > 0 then
+  -- One member per take, even a holder's second in the same ms (the memory store counts
+  -- each take too).
+  redis.call('ZADD', KEYS[2], now, ARGV[1] .. '@' .. now .. '#' .. taken)
+  redis.call('PEXPIRE', KEYS[2], window)
+end
+return {0}
 """
 )
 
@@ -144,20 +169,8 @@ redis.call('PUBLISH', ARGV[2], 'slot')
 return 1
 """
 
-_WINDOW_TAKE = (
-    _NOW
-    + """
-local window = tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('ZADD', KEYS[1], now, ARGV[1])
-  redis.call('PEXPIRE', KEYS[1], math.floor(window))
-  return 0
-end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return math.max(1, tonumber(oldest[2]) + window - now)
-"""
-)
+_Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]"]
+"""A script to run, its keys and arguments, and where its reply goes."""
 
 
 def describe_url(url: str) -> str:
@@ -216,10 +229,12 @@ class RedisFleetStore:
         self._probe_claim = register(_PROBE_CLAIM)
         self._probe_drop = register(_PROBE_DROP)
         self._hold_release = register(_HOLD_RELEASE)
-        self._slot_acquire = register(_SLOT_ACQUIRE)
+        self._take = register(_TAKE)
         self._slot_renew = register(_SLOT_RENEW)
         self._slot_release = register(_SLOT_RELEASE)
-        self._window_take = register(_WINDOW_TAKE)
+        self._batch: list[_Call] | None = None
+        """The scripts started in this turn of the event loop, sent together at its end."""
+        self._sending: set[asyncio.Task[None]] = set()
         self._changed: dict[str, asyncio.Event] = {}
         self._listener: asyncio.Task[None] | None = None
         self._closed = False
@@ -232,9 +247,18 @@ class RedisFleetStore:
         return f"{self._prefix}:wake:{key}"
 
     async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-        """Run one script; an unreachable Redis is `FleetUnavailable` (logged once per outage)."""
+        """Run one script, sent with every other started in this turn of the event loop (see
+        `_send`); an unreachable Redis is `FleetUnavailable` (logged once per outage)."""
+        if self._batch is None:
+            self._batch = []
+            # Its first step runs in the next turn, after every task ready in this one.
+            task = asyncio.create_task(self._send(), name="fleet store round trip")
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._batch.append((script, keys, args, reply))
         try:
-            result = await script(keys=keys, args=args)
+            result = await reply
         except UNREACHABLE as exc:
             if self._reachable:
                 self._reachable = False
@@ -244,6 +268,44 @@ class RedisFleetStore:
             self._reachable = True
             logger.info("the fleet store ({}) is reachable again", self.description)
         return result
+
+    async def _send(self) -> None:
+        """Send the scripts started in the last turn together, in a task of their own: a
+        caller cancelled meanwhile stops waiting for its reply, not the others' round trip."""
+        batch, self._batch = self._batch, None
+        if batch:
+            await self._execute(batch)
+
+    async def _execute(self, batch: list[_Call]) -> None:
+        """One script: one EVALSHA. More: one pipeline (not a transaction: each script is
+        atomic by itself), one round trip. A script Redis does not know yet (it restarted)
+        is loaded and run again by redis-py's `AsyncScript`."""
+        try:
+            if len(batch) == 1:
+                script, keys, args, _ = batch[0]
+                results: list[Any] = [await script(keys=keys, args=args)]
+            else:
+                pipe = self._client.pipeline(transaction=False)
+                for script, keys, args, _ in batch:
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                results = await pipe.execute(raise_on_error=False)
+        except Exception as exc:  # unreachable (every script failed), or a bug: say so to all
+            for *_, reply in batch:
+                if not reply.done():
+                    reply.set_exception(exc)
+            return
+        for (script, keys, args, reply), result in zip(batch, results, strict=True):
+            if isinstance(result, NoScriptError):
+                try:
+                    result = await script(keys=keys, args=args)
+                except Exception as exc:
+                    result = exc
+            if reply.done():
+                continue  # its caller was cancelled
+            if isinstance(result, Exception):
+                reply.set_exception(result)
+            else:
+                reply.set_result(result)
 
     # -- holds -----------------------------------------------------------------
 
@@ -271,11 +333,26 @@ class RedisFleetStore:
         args = [self._wake_channel(key)]
         return _hold(await self._run(self._hold_release, [self._key("hold", key)], args))
 
-    # -- semaphores ---------------------------------------------------------------
+    # -- limits: semaphores and windows ------------------------------------------------
 
-    async def acquire_slot(self, key: str, holder: str, limit: int, lease_s: float) -> bool:
-        args = [holder, limit, max(1, _ms(lease_s))]
-        return bool(await self._run(self._slot_acquire, [self._key("slots", key)], args))
+    async def take(
+        self,
+        key: str,
+        holder: str,
+        *,
+        slots: int | None,
+        lease_s: float,
+        per_window: int | None,
+        window_s: float,
+    ) -> Refusal | None:
+        keys = [self._key("slots", key), self._key("window", key)]
+        args = [holder, slots or 0, max(1, _ms(lease_s)), per_window or 0, max(1, _ms(window_s))]
+        reply = await self._run(self._take, keys, args)
+        if reply[0] == 0:
+            return None
+        if reply[0] == 1:
+            return Refusal("slots")
+        return Refusal("window", int(reply[1]) / 1000)
 
     async def renew_slots(self, key: str, holders: list[str], lease_s: float) -> None:
         if holders:
@@ -285,13 +362,6 @@ class RedisFleetStore:
     async def release_slot(self, key: str, holder: str) -> bool:
         args = [holder, self._wake_channel(key)]
         return bool(await self._run(self._slot_release, [self._key("slots", key)], args))
-
-    # -- windows ------------------------------------------------------------------
-
-    async def take_window(self, key: str, member: str, limit: int, window_s: float) -> float:
-        args = [member, limit, max(1, _ms(window_s))]
-        waited_ms = await self._run(self._window_take, [self._key("window", key)], args)
-        return int(waited_ms) / 1000
 
     # -- wake-ups ---------------------------------------------------------------------
 
@@ -347,4 +417,6 @@ class RedisFleetStore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await listener
         self._wake_all()
+        if self._sending:  # scripts already on their way (a slot's release) get their replies
+            await asyncio.wait(set(self._sending))
         await self._client.aclose()

@@ -39,6 +39,17 @@ class Hold:
     """The owner of the one call let through after the end, if one claimed it."""
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why `FleetStore.take` took nothing."""
+
+    limit: Literal["slots", "window"]
+    """Every slot is taken by a live lease, or the window is full."""
+    retry_s: float | None = None
+    """The window: seconds until its oldest take leaves it. Slots: None (a slot frees when
+    one is released, or when a dead holder's lease runs out)."""
+
+
 class FleetStore(Protocol):
     """The operations both backends implement; every one is atomic for its key."""
 
@@ -78,11 +89,23 @@ class FleetStore(Protocol):
         hold set meanwhile by another replica stands). Returns the hold released."""
         ...
 
-    # -- semaphores ---------------------------------------------------------------
+    # -- limits: semaphores and windows ------------------------------------------------
 
-    async def acquire_slot(self, key: str, holder: str, limit: int, lease_s: float) -> bool:
-        """Take one of `limit` slots for `holder` (again: renewed), leased for `lease_s`.
-        False when all are taken by live leases."""
+    async def take(
+        self,
+        key: str,
+        holder: str,
+        *,
+        slots: int | None,
+        lease_s: float,
+        per_window: int | None,
+        window_s: float,
+    ) -> Refusal | None:
+        """Admit `holder` under `key`'s limits, both at once or neither (one round trip):
+        one of `slots` slots, leased for `lease_s` (a holder taking again renews its own),
+        and one of `per_window` takes in any sliding `window_s`. None when admitted; else
+        the limit that refused (the window first: its wait is known). A limit that is None
+        is not checked."""
         ...
 
     async def renew_slots(self, key: str, holders: list[str], lease_s: float) -> None:
@@ -91,14 +114,6 @@ class FleetStore(Protocol):
 
     async def release_slot(self, key: str, holder: str) -> bool:
         """Give `holder`'s slot back. True when it held one."""
-        ...
-
-    # -- windows ------------------------------------------------------------------
-
-    async def take_window(self, key: str, member: str, limit: int, window_s: float) -> float:
-        """Count one take by `member` if fewer than `limit` were taken in the last
-        `window_s`: then 0.0. Else nothing is counted, and the result is the seconds until
-        the oldest take leaves the window."""
         ...
 
     # -- wake-ups and lifecycle ------------------------------------------------------
@@ -175,6 +190,7 @@ __all__ = [
     "FleetStore",
     "FleetUnavailable",
     "Hold",
+    "Refusal",
     "StoreErrorPolicy",
     "poll_s",
     "unavailable_error",

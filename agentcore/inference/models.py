@@ -53,7 +53,57 @@ class ToolResultBlock:
     type: Literal["tool_result"] = "tool_result"
 
 
-ContentBlock: TypeAlias = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock
+MediaKind: TypeAlias = Literal["image", "audio", "document"]
+
+_MIME_ALIASES = {
+    "image/jpg": "image/jpeg",
+    "audio/x-wav": "audio/wav",
+    "audio/wave": "audio/wav",
+    "audio/vnd.wave": "audio/wav",
+    "audio/mp3": "audio/mpeg",
+    "audio/x-mp3": "audio/mpeg",
+    "audio/mpeg3": "audio/mpeg",
+    "audio/x-aiff": "audio/aiff",
+    "audio/x-flac": "audio/flac",
+}
+
+
+def canonical_mime(mime_type: str) -> str:
+    """`mime_type` lower-cased, without parameters, its common aliases folded
+    (``audio/mp3`` is ``audio/mpeg``, ``image/jpg`` is ``image/jpeg``)."""
+    bare = mime_type.split(";", 1)[0].strip().lower()
+    return _MIME_ALIASES.get(bare, bare)
+
+
+@dataclass(slots=True)
+class MediaBlock:
+    """Inline media in a user message: an image, audio, or a document (PDF), as base64
+    `data` of `mime_type` (kept canonical, `canonical_mime`). A wire carries the types
+    its provider declares in `media_types`; it refuses the rest with a clear error."""
+
+    mime_type: str
+    data: str
+    name: str | None = None
+    """A file name, for the wires that want one with a document (OpenAI's file parts)."""
+    type: Literal["media"] = "media"
+
+    def __post_init__(self) -> None:
+        self.mime_type = canonical_mime(self.mime_type)
+
+    @property
+    def kind(self) -> MediaKind:
+        if self.mime_type.startswith("image/"):
+            return "image"
+        if self.mime_type.startswith("audio/"):
+            return "audio"
+        return "document"
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.mime_type};base64,{self.data}"
+
+
+ContentBlock: TypeAlias = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | MediaBlock
 OutputBlock: TypeAlias = TextBlock | ThinkingBlock | ToolUseBlock
 
 

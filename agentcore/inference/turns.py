@@ -14,7 +14,15 @@ from typing import Literal, TypeAlias
 
 from agentcore.inference.errors import InferenceError
 from agentcore.inference.events import Aborted, Complete, Failed
-from agentcore.inference.models import HostTurn, Message, Request, TextBlock, Usage
+from agentcore.inference.models import (
+    ContentBlock,
+    HostTurn,
+    MediaBlock,
+    Message,
+    Request,
+    TextBlock,
+    Usage,
+)
 
 Position: TypeAlias = Literal["system", "beforeUser", "afterUser"]
 POSITIONS: tuple[Position, ...] = ("system", "beforeUser", "afterUser")
@@ -25,13 +33,29 @@ INJECTION_SEPARATOR = "\n\n"
 message's text blocks into one string (OpenAI chat) still keeps them apart."""
 
 
+InjectedBlock: TypeAlias = TextBlock | MediaBlock
+
+
 @dataclass(frozen=True, slots=True)
 class Injection:
-    """Text to add to a host turn at one position, from one source (an MCPL server)."""
+    """Context to add to a host turn at one position, from one source (an MCPL server):
+    text, or blocks of text and media. Media goes around the user's message only (a
+    system prompt is text): at ``system`` it is left out."""
 
     position: Position
-    text: str
+    content: str | tuple[InjectedBlock, ...]
     source: str = ""
+
+    @property
+    def blocks(self) -> tuple[InjectedBlock, ...]:
+        if isinstance(self.content, str):
+            return (TextBlock(self.content),) if self.content else ()
+        return tuple(b for b in self.content if not isinstance(b, TextBlock) or b.text)
+
+    @property
+    def text(self) -> str:
+        """The text blocks, joined as the injection's text runs are (`INJECTION_SEPARATOR`)."""
+        return INJECTION_SEPARATOR.join(b.text for b in self.blocks if isinstance(b, TextBlock))
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,26 +95,32 @@ def ending_of_error(error: InferenceError) -> TurnEnding:
 
 def with_injections(request: Request, injections: list[Injection]) -> Request:
     """The request with context added, grouped by position in the order given (SPEC §10.8):
-    ``system`` after the host's system prompt, ``beforeUser`` / ``afterUser`` around the
-    text of the last user message (a new user message at the end when there is none)."""
-    grouped: dict[Position, list[str]] = {p: [] for p in POSITIONS}
+    ``system`` text after the host's system prompt, ``beforeUser`` / ``afterUser`` blocks
+    around the content of the last user message (a new user message at the end when there
+    is none). Adjacent texts are joined with `INJECTION_SEPARATOR`, and kept apart from the
+    user's own text by it, so a wire that joins a message's text stays readable."""
+    grouped: dict[Position, list[InjectedBlock]] = {p: [] for p in POSITIONS}
     for injection in injections:
-        if injection.text:
-            grouped[injection.position].append(injection.text)
-    if not any(grouped.values()):
+        grouped[injection.position].extend(injection.blocks)
+    system_texts = [b.text for b in grouped["system"] if isinstance(b, TextBlock)]
+    before, after = _runs(grouped["beforeUser"]), _runs(grouped["afterUser"])
+    if not (system_texts or before or after):
         return request
     system = request.system
-    if grouped["system"]:
-        system = INJECTION_SEPARATOR.join([*([system] if system else []), *grouped["system"]])
+    if system_texts:
+        system = INJECTION_SEPARATOR.join([*([system] if system else []), *system_texts])
     messages = list(request.messages)
-    before, after = grouped["beforeUser"], grouped["afterUser"]
     if before or after:
+        if before and isinstance(before[-1], TextBlock):
+            before[-1] = TextBlock(before[-1].text + INJECTION_SEPARATOR)
+        if after and isinstance(after[0], TextBlock):
+            after[0] = TextBlock(INJECTION_SEPARATOR + after[0].text)
         at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
-        content = list(messages[at].content) if at is not None else []
-        if before:
-            content.insert(0, TextBlock(INJECTION_SEPARATOR.join(before) + INJECTION_SEPARATOR))
-        if after:
-            content.append(TextBlock(INJECTION_SEPARATOR + INJECTION_SEPARATOR.join(after)))
+        content: list[ContentBlock] = [
+            *before,
+            *(messages[at].content if at is not None else ()),
+            *after,
+        ]
         if at is None:
             messages.append(Message("user", content))
         else:
@@ -98,10 +128,23 @@ def with_injections(request: Request, injections: list[Injection]) -> Request:
     return replace(request, system=system, messages=messages, extras=dict(request.extras))
 
 
+def _runs(blocks: list[InjectedBlock]) -> list[ContentBlock]:
+    """`blocks` with each run of adjacent texts joined into one text block."""
+    out: list[ContentBlock] = []
+    for block in blocks:
+        last = out[-1] if out else None
+        if isinstance(block, TextBlock) and isinstance(last, TextBlock):
+            out[-1] = TextBlock(last.text + INJECTION_SEPARATOR + block.text)
+        else:
+            out.append(block)
+    return out
+
+
 __all__ = [
     "INJECTION_SEPARATOR",
     "POSITIONS",
     "HostTurn",
+    "InjectedBlock",
     "Injection",
     "Phase",
     "Position",

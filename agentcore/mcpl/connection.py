@@ -65,7 +65,7 @@ import asyncio
 import importlib.metadata
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -81,6 +81,7 @@ from agentcore.mcpl.grants import (
 )
 from agentcore.mcpl.jsonrpc import (
     ConnectionClosed,
+    EncodedParams,
     JsonRpcPeer,
     Params,
     RemoteError,
@@ -109,15 +110,34 @@ DEFAULT_MANIFEST_FETCH_INTERVAL_S = 1.0
 PENDING_RECEIPT = "pending_receipt"
 """Why a feature set the new policy enables is not enabled yet (§6.7: after the receipt)."""
 
-# What this host supports, as §5.2 shapes it.
+# What the connection layer itself supports, as §5.2 shapes it. The rest of what a host
+# advertises comes from the plugins that provide each policy (`host_capabilities`).
 HOST_MCPL_CAPABILITIES: dict[str, Any] = {
     "version": MCPL_VERSION,
-    "inferenceRequest": {"streaming": True},
-    "modelInfo": True,
-    "contextHooks": {"beforeInference": True},
-    "inferenceLifecycle": True,
     "featureSets": True,
 }
+
+
+def host_capabilities(contributed: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """`HOST_MCPL_CAPABILITIES` merged with the capabilities plugins provide (objects merged
+    member by member, §5.1's nesting; ``true`` wins over an object beneath it)."""
+    merged = dict(HOST_MCPL_CAPABILITIES)
+    for capabilities in contributed:
+        _merge(merged, capabilities)
+    return merged
+
+
+def _merge(into: dict[str, Any], more: Mapping[str, Any]) -> None:
+    for key, value in more.items():
+        here = into.get(key)
+        if isinstance(here, dict) and isinstance(value, Mapping):
+            _merge(here, value)
+        elif isinstance(value, Mapping) and here is not True:
+            into[key] = {}
+            _merge(into[key], value)
+        elif here is None or value is True:
+            into[key] = value
+
 
 # Server→host methods and the capability each needs (§9, §11, §12, §14.1).
 INBOUND_CAPABILITY: dict[str, str] = {
@@ -323,20 +343,31 @@ class ServerConnection:
         server is refused (§10.7). Raises `RemoteError`, `TimeoutError`,
         `ConnectionClosed`, or McplError -32002 for a method the grant does not allow.
         """
+        future = self.request_soon(method, params)
+        async with asyncio.timeout(timeout):
+            return await future
+
+    def request_soon(
+        self, method: str, params: dict[str, Any] | EncodedParams | None = None
+    ) -> asyncio.Future[Any]:
+        """`request` without waiting (`JsonRpcPeer.request_soon`): sent now, the future
+        resolves with the result; cancel it to stop waiting. Raises at once what `request`
+        raises before sending (McplError -32002, `ConnectionClosed`)."""
         peer = self._live_peer()
         self._check_outbound(method)
-        hook = method.startswith("context/")
-        if hook:
+        future = peer.request_soon(method, params)
+        if method.startswith("context/"):
             self._hooks_pending += 1
-        try:
-            return await peer.request(method, params, timeout=timeout)
-        finally:
-            # Runs in the same step in which the response resumes us, before
-            # the task of any request read after that response (see jsonrpc),
-            # so a request the server sends after answering the hook is not
-            # mistaken for one from inside it.
-            if hook and self._peer is peer:
-                self._hooks_pending -= 1
+            # Runs when the response resolves the future, before the task of any
+            # request read after that response (see jsonrpc), so a request the
+            # server sends after answering the hook is not mistaken for one from
+            # inside it.
+            future.add_done_callback(lambda _: self._hook_answered(peer))
+        return future
+
+    def _hook_answered(self, peer: JsonRpcPeer) -> None:
+        if self._peer is peer:
+            self._hooks_pending -= 1
 
     def notify_soon(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Queue a notification for this session, sent in order without making the caller
@@ -1059,4 +1090,5 @@ __all__ = [
     "PolicyStep",
     "ServerConnection",
     "TraceEmitter",
+    "host_capabilities",
 ]

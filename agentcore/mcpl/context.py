@@ -3,12 +3,12 @@
 of every host. Which servers take part, how long they may take, what is traced: that
 is policy, in the `mcpl-context` plugin.
 
-- `before_inference` sends the hook request and authorizes each returned injection on
-  its own, by its `position`, against the grant current when the response arrives
-  (§5.4 "enforcement is evaluated at response-receipt", §10.8, §13.4); the `featureSet`
-  and `namespace` a response names authorize nothing (§5.4). While the request is
-  pending, an `inference/request` from that server is refused (§10.7; the connection
-  does this for every `context/*` request).
+- `before_inference` sends the hook request to every server at once and authorizes
+  each returned injection on its own, by its `position`, against the grant current
+  when the response arrives (§5.4 "enforcement is evaluated at response-receipt",
+  §10.8, §13.4); the `featureSet` and `namespace` a response names authorize nothing
+  (§5.4). While the request is pending, an `inference/request` from that server is
+  refused (§10.7; the connection does this for every `context/*` request).
 - `lifecycle_params` builds an `inference/lifecycle` notification: identifiers,
   phase, `model` only when asked (the caller checks `modelInfo`), `usage` only for
   ``completed``, and never any content — the fields do not exist (§10.5).
@@ -17,12 +17,17 @@ is policy, in the `mcpl-context` plugin.
 from __future__ import annotations
 
 import asyncio
+import binascii
+import functools
+import html
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from agentcore.inference.turns import INJECTION_SEPARATOR, POSITIONS, Phase, Position
+from agentcore.inference.models import MediaBlock, TextBlock
+from agentcore.inference.turns import POSITIONS, InjectedBlock, Injection, Phase, Position
 from agentcore.mcpl.grants import is_granted
-from agentcore.mcpl.jsonrpc import ConnectionClosed, RemoteError
+from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
 from agentcore.mcpl.protocol import McplError
 
 if TYPE_CHECKING:  # only named in annotations; importing it would import aiohttp at load
@@ -55,11 +60,15 @@ def may_observe(grant: frozenset[str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ContextInjection:
-    """One injection the grant allowed, its content as text."""
+    """One injection the grant allowed: its content as blocks the turn's request carries."""
 
     position: Position
-    text: str
+    content: tuple[InjectedBlock, ...]
     namespace: str
+
+    @property
+    def text(self) -> str:
+        return Injection(self.position, self.content).text
 
 
 @dataclass(slots=True)
@@ -71,8 +80,8 @@ class HookAnswer:
     dropped: list[str] = field(default_factory=list)
     """Why each dropped injection was dropped (its position not granted, malformed)."""
     dropped_content: list[str] = field(default_factory=list)
-    """Content blocks of accepted injections left out (media agentcore's requests
-    cannot carry), each saying which and why."""
+    """Content blocks of accepted injections left out (media the turn's provider cannot
+    carry, a resource by reference only, ...), each saying which and why."""
     error: str | None = None
     """For an outcome other than ok: what happened."""
 
@@ -95,27 +104,91 @@ def before_inference_params(
 
 
 async def before_inference(
-    connection: ServerConnection, params: dict[str, Any], timeout_s: float
-) -> HookAnswer:
-    """Ask one server for context, within `timeout_s` (§10.6), the
-    send included. Never raises for what the server does: the answer says what happened."""
+    asks: Sequence[tuple[ServerConnection, dict[str, Any]]],
+    timeout_s: float,
+    media_types: frozenset[str] = frozenset(),
+    on_answer: Callable[[int, HookAnswer], None] | None = None,
+) -> list[HookAnswer]:
+    """Ask every server of `asks` (a connection and its §10.1 params: pass one dict to the
+    servers that get the same, it is encoded once) for context, all at once, each within
+    `timeout_s` (§10.6), the send included. Media blocks are kept where the turn's
+    provider carries their type (`media_types`). Each answer is authorized when it
+    arrives (§5.4: the grant at response-receipt) and handed to `on_answer` (its index in
+    `asks`) then, while slower servers are still working. No task per server: each
+    answer's arrival counts down one wait. Never raises for what a server does: the
+    answers, in the order of `asks`, say what happened."""
+    answers: list[HookAnswer | None] = [None] * len(asks)
+
+    def answered(i: int, answer: HookAnswer) -> None:
+        if answers[i] is not None:
+            return  # read at the deadline already
+        answers[i] = answer
+        if on_answer is not None:
+            on_answer(i, answer)
+
+    all_in = asyncio.get_running_loop().create_future()  # set once every answer is in
+
+    def arrived(i: int, connection: ServerConnection, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled():  # cancelled: given up at the timeout, answered there
+            answered(i, _hook_answer(future, connection, media_types))
+        waiting.pop(future, None)
+        if not waiting and not all_in.done():
+            all_in.set_result(None)
+
+    waiting: dict[asyncio.Future[Any], int] = {}
+    encoded: dict[int, EncodedParams] = {}  # servers given the same params share one encoding
+    for i, (connection, params) in enumerate(asks):
+        json_params = encoded.get(id(params))
+        if json_params is None:
+            json_params = encoded[id(params)] = encode_params(params)
+        try:
+            future = connection.request_soon(BEFORE_INFERENCE, json_params)
+        except McplError as exc:  # the connection would not send it: its grant or state
+            answered(i, HookAnswer("refused", error=exc.message))
+            continue
+        except ConnectionClosed as exc:
+            answered(i, HookAnswer("error", error=str(exc) or "the connection closed"))
+            continue
+        future.add_done_callback(functools.partial(arrived, i, connection))
+        waiting[future] = i
     try:
-        async with asyncio.timeout(timeout_s):
-            result = await connection.request(BEFORE_INFERENCE, params)
-    except TimeoutError:
-        return HookAnswer("timeout", error=f"no answer within {timeout_s:g} s")
+        if waiting:
+            await asyncio.wait((all_in,), timeout=timeout_s)
+    except asyncio.CancelledError:  # the turn was cancelled: stop waiting for anyone
+        for future in list(waiting):
+            future.cancel()
+        raise
+    for future, i in list(waiting.items()):
+        if answers[i] is not None:
+            continue
+        if future.done():  # done at the deadline, its callback not run yet
+            answered(i, _hook_answer(future, asks[i][0], media_types))
+        else:
+            future.cancel()
+            answered(i, HookAnswer("timeout", error=f"no answer within {timeout_s:g} s"))
+    return [answer for answer in answers if answer is not None]
+
+
+def _hook_answer(
+    future: asyncio.Future[Any], connection: ServerConnection, media_types: frozenset[str]
+) -> HookAnswer:
+    try:
+        result = future.result()
     except RemoteError as exc:  # before McplError, which it is a kind of
         return HookAnswer("error", error=f"the server answered error {exc.code}: {exc.message}")
-    except McplError as exc:  # the connection would not send it: its grant or state
+    except McplError as exc:
         return HookAnswer("refused", error=exc.message)
     except ConnectionClosed as exc:
         return HookAnswer("error", error=str(exc) or "the connection closed")
     # Authorized against the grant as it is now, at receipt (§5.4), not as it was at send.
-    return authorize_injections(result, connection.grant)
+    return authorize_injections(result, connection.grant, media_types)
 
 
-def authorize_injections(result: Any, grant: frozenset[str]) -> HookAnswer:
-    """§10.2-10.4, §10.8: each injection on its own, by its position against the grant."""
+def authorize_injections(
+    result: Any, grant: frozenset[str], media_types: frozenset[str] = frozenset()
+) -> HookAnswer:
+    """§10.2-10.4, §10.8: each injection on its own, by its position against the grant;
+    its content (§10.3) as the blocks the turn's provider carries (`media_types`)."""
     if not isinstance(result, dict):
         return HookAnswer("error", error="the result is not an object")
     raw = result.get("contextInjections", [])
@@ -141,33 +214,136 @@ def authorize_injections(result: Any, grant: frozenset[str]) -> HookAnswer:
         if not isinstance(namespace, str) or not namespace:
             answer.dropped.append(f"{where}.namespace (a string) is required")
             continue
-        text = _content_text(item.get("content"), where, answer.dropped_content)
-        if text is None:
+        content = _content_blocks(
+            item.get("content"), where, position, media_types, answer.dropped_content
+        )
+        if content is None:
             answer.dropped.append(f"{where}.content must be a string or an array of blocks")
             continue
-        answer.injections.append(ContextInjection(position, text, namespace))
+        answer.injections.append(ContextInjection(position, content, namespace))
     return answer
 
 
-def _content_text(content: Any, where: str, left_out: list[str]) -> str | None:
-    """§10.3: a string, or content blocks whose text blocks are kept. Image, audio and
-    resource blocks are left out (and said so): agentcore's requests carry text only."""
+def _content_blocks(
+    content: Any,
+    where: str,
+    position: Position,
+    media_types: frozenset[str],
+    left_out: list[str],
+) -> tuple[InjectedBlock, ...] | None:
+    """§10.3: a string, or content blocks. Text is kept; an embedded text resource is kept
+    as text labelled with its URI (`resource_text`); image, audio and blob resources are
+    kept as media where the turn's provider carries their type, around the user's message
+    only (a system prompt is text). What is left out is said, block by block, in
+    `left_out`. None when `content` is neither a string nor an array."""
     if isinstance(content, str):
-        return content
+        return (TextBlock(content),)
     if not isinstance(content, list):
         return None
-    texts: list[str] = []
+    blocks: list[InjectedBlock] = []
     for j, block in enumerate(content):
+        at = f"{where}.content[{j}]"
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif kind in ("image", "audio", "resource"):
-            left_out.append(
-                f"{where}.content[{j}]: {kind} blocks are not carried (requests hold text only)"
-            )
+            blocks.append(TextBlock(block["text"]))
+            continue
+        kept: InjectedBlock | None
+        if kind in ("image", "audio"):
+            kept = _media(block, kind, at, position, media_types, left_out)
+        elif kind == "resource":
+            kept = _resource(block, at, position, media_types, left_out)
+        elif kind == "resource_link":
+            left_out.append(f"{at}: a resource_link is a reference; agentcore does not read it")
+            kept = None
         else:
-            left_out.append(f"{where}.content[{j}] is not a content block")
-    return INJECTION_SEPARATOR.join(texts)
+            left_out.append(f"{at} is not a content block (text, image, audio or resource)")
+            kept = None
+        if kept is not None:
+            blocks.append(kept)
+    return tuple(blocks)
+
+
+def _media(
+    block: dict[str, Any],
+    kind: str,
+    at: str,
+    position: Position,
+    media_types: frozenset[str],
+    left_out: list[str],
+) -> MediaBlock | None:
+    """An image or audio block (§10.3) as media the turn carries, or None (and why)."""
+    data, mime_type = block.get("data"), block.get("mimeType")
+    if not isinstance(data, str) or not isinstance(mime_type, str):
+        how = "by uri" if "uri" in block else "without data and mimeType"
+        left_out.append(f"{at}: {kind} {how}; agentcore carries media inline only")
+        return None
+    media = MediaBlock(mime_type, data)
+    if media.kind != kind:
+        left_out.append(f"{at}: an {kind} block's mimeType is {mime_type!r}")
+        return None
+    return _carried(media, f"{at} ({kind} {media.mime_type})", position, media_types, left_out)
+
+
+def _resource(
+    block: dict[str, Any],
+    at: str,
+    position: Position,
+    media_types: frozenset[str],
+    left_out: list[str],
+) -> InjectedBlock | None:
+    """An embedded resource (MCP's ``{"type": "resource", "resource": {uri, text | blob,
+    mimeType}}``): text as labelled text, a blob as media. One by reference only (§10.3's
+    ``{"type": "resource", "uri"}``) is left out: agentcore does not read resources."""
+    resource = block.get("resource")
+    uri = resource.get("uri") if isinstance(resource, dict) else block.get("uri")
+    uri = uri if isinstance(uri, str) else ""
+    if isinstance(resource, dict) and isinstance(resource.get("text"), str):
+        return TextBlock(resource_text(uri, resource["text"]))
+    if isinstance(resource, dict) and isinstance(resource.get("blob"), str):
+        mime_type = resource.get("mimeType")
+        if not isinstance(mime_type, str):
+            left_out.append(f"{at}: a blob resource without a mimeType")
+            return None
+        media = MediaBlock(mime_type, resource["blob"], name=uri.rsplit("/", 1)[-1] or None)
+        return _carried(
+            media, f"{at} (resource {media.mime_type})", position, media_types, left_out
+        )
+    left_out.append(
+        f"{at}: a resource by reference only ({uri or 'no uri'}); agentcore does not read it"
+    )
+    return None
+
+
+def _carried(
+    media: MediaBlock,
+    which: str,
+    position: Position,
+    media_types: frozenset[str],
+    left_out: list[str],
+) -> MediaBlock | None:
+    if position == "system":
+        left_out.append(f"{which}: a system prompt carries text only")
+    elif media.mime_type not in media_types:
+        left_out.append(f"{which}: the turn's provider does not carry it")
+    elif not _is_base64(media.data):
+        left_out.append(f"{which}: its data is not base64")
+    else:
+        return media
+    return None
+
+
+def _is_base64(data: str) -> bool:
+    try:
+        binascii.a2b_base64(data, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return False
+    return bool(data)
+
+
+def resource_text(uri: str, text: str) -> str:
+    """An embedded text resource as the model reads it: its text inside a ``<resource>``
+    element naming its URI, so the model can tell where it came from."""
+    return f'<resource uri="{html.escape(uri, quote=True)}">\n{text}\n</resource>'
 
 
 def lifecycle_params(
@@ -210,5 +386,6 @@ __all__ = [
     "before_inference_params",
     "lifecycle_params",
     "may_observe",
+    "resource_text",
     "takes_hooks",
 ]

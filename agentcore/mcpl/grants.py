@@ -87,6 +87,15 @@ def _matches(pattern: str, capability: str) -> bool:
 
 def is_granted(grant: Iterable[str], capability: str) -> bool:
     """True when some entry of `grant` covers `capability`; absence is denial."""
+    if isinstance(grant, frozenset) and isinstance(capability, str):
+        return _granted(grant, capability)
+    return any(matches(entry, capability) for entry in grant)
+
+
+@functools.lru_cache(maxsize=4096)
+def _granted(grant: frozenset[str], capability: str) -> bool:
+    """`is_granted` for a connection's grant (a frozenset, its hash kept by Python), cached:
+    a host turn asks every server's grant the same few questions."""
     return any(matches(entry, capability) for entry in grant)
 
 

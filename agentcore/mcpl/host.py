@@ -33,7 +33,7 @@ from loguru import logger
 
 from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
-from agentcore.mcpl.connection import McplStartError, ServerConnection
+from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.transports import (
@@ -74,6 +74,8 @@ class McplHost:
         self._reload_lock = asyncio.Lock()
         self._membership = asyncio.Event()  # set whenever `connections` changes
         self._watchers: set[asyncio.Future[None]] = set()
+        self.capabilities = host_capabilities(kernel.hooks.mcpl_capabilities())
+        """What `initialize` advertises (§5.2): only what a plugin provides the policy of."""
         kernel.mcpl_servers = self.servers  # for the host's own turns (SPEC §10)
 
     def servers(self) -> list[ServerConnection]:
@@ -115,6 +117,7 @@ class McplHost:
             handler=self.handle,
             disabled_feature_sets=config.disabled_feature_sets,
             reconnect=ReconnectPolicy() if config.reconnect else None,
+            host_capabilities=self.capabilities,
             emit=self.kernel.emit,
         )
         try:

@@ -144,6 +144,18 @@ be echoed back without making the frame unencodable; NaN is not JSON. One encode
 every frame: `json.dumps` with options builds a new one per call."""
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedParams:
+    """A request's params already encoded (and redacted), for a request sent to many peers:
+    encoded once, not once per peer. Make one with `encode_params`."""
+
+    json: str
+
+
+def encode_params(params: dict[str, Any] | list[Any]) -> EncodedParams:
+    return EncodedParams(redact(_dumps(params)))
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -336,22 +348,52 @@ class JsonRpcPeer:
         Raises `RemoteError` for an error answer, `TimeoutError` after
         `timeout` seconds, `ConnectionClosed` if the connection closes first.
         """
+        future = self.request_soon(method, params)
+        # asyncio.timeout awaits the future directly (wait_for would add a
+        # hop), which keeps the ordering promise in the module docstring; a
+        # timeout or a cancellation cancels the future (and a send in progress).
+        async with asyncio.timeout(timeout):
+            return await future
+
+    def request_soon(
+        self, method: str, params: Params | EncodedParams = None
+    ) -> asyncio.Future[Any]:
+        """`request` without waiting: the request goes out now (in this loop iteration's
+        write when the transport takes it at once, else from a task of its own), and the
+        future resolves as `request` would return or raise. Cancel the future to stop
+        waiting: a send still in progress stops, and a late answer is dropped. For a
+        fan-out to many peers, with no task per request."""
         if self._closing:
             raise ConnectionClosed(f"{self.name}: {self.close_reason}")
         request_id = next(self._ids)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if isinstance(params, EncodedParams):  # the id and method are ours: nothing to redact
+            head = _dumps({"jsonrpc": "2.0", "id": request_id, "method": method})
+            text = f'{head[:-1]},"params":{params.json}}}'
+        else:
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            if params is not None:
+                message["params"] = params
+            text = redact(_dumps(message))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         self._pending[request_id] = future
+        future.add_done_callback(lambda _: self._pending.pop(request_id, None))
         try:
-            await self._send(_dumps(message))
-            # asyncio.timeout awaits the future directly (wait_for would add a
-            # hop), which keeps the ordering promise in the module docstring.
-            async with asyncio.timeout(timeout):
-                return await future
-        finally:
-            self._pending.pop(request_id, None)
+            if self._send_now(text):
+                return future
+        except ConnectionClosed as exc:
+            future.set_exception(exc)
+            return future
+        sending = loop.create_task(self._send_for(future, text), name=f"jsonrpc-send:{self.name}")
+        future.add_done_callback(lambda _: sending.cancel())
+        return future
+
+    async def _send_for(self, future: asyncio.Future[Any], text: str) -> None:
+        try:
+            await self._send_queued(text)
+        except ConnectionClosed as exc:
+            if not future.done():
+                future.set_exception(exc)
 
     async def notify(self, method: str, params: Params = None) -> None:
         """Send a notification. Raises `ConnectionClosed` once closing."""
@@ -365,13 +407,24 @@ class JsonRpcPeer:
     async def _send(self, text: str) -> None:
         # Every frame passes the redaction boundary: an error or a chunk may quote a key.
         text = redact(text)
-        # One lock for every frame: a transport sees whole frames, one at a time. A
-        # frame the transport takes at once, while no send holds the lock, needs none:
-        # nothing runs between the check and the queueing.
+        if not self._send_now(text):
+            await self._send_queued(text)
+
+    def _send_now(self, text: str) -> bool:
+        """Queue a (redacted) frame the transport takes at once, while no send holds the
+        lock: nothing runs between the check and the queueing. False: nothing queued."""
+        send_nowait = self._send_nowait
+        if send_nowait is None or self._send_lock.locked():
+            return False
         try:
-            send_nowait = self._send_nowait
-            if send_nowait is not None and not self._send_lock.locked() and send_nowait(text):
-                return
+            return send_nowait(text)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            raise ConnectionClosed(f"{self.name}: send failed: {exc}") from exc
+
+    async def _send_queued(self, text: str) -> None:
+        """Send a (redacted) frame under the one lock: a transport sees whole frames, one
+        at a time."""
+        try:
             async with self._send_lock:
                 await self._transport.send(text)
         except (ConnectionError, OSError, RuntimeError) as exc:
@@ -550,6 +603,7 @@ def _remote_error(error: object) -> RemoteError:
 __all__ = [
     "CLOSE_DRAIN_TIMEOUT_S",
     "ConnectionClosed",
+    "EncodedParams",
     "FrameError",
     "FrameTooLarge",
     "JsonRpcPeer",
@@ -561,5 +615,6 @@ __all__ = [
     "Transport",
     "TransportClosed",
     "encode_error",
+    "encode_params",
     "error_object",
 ]

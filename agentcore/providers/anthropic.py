@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentcore.inference import (
+    MediaBlock,
     Message,
     OutputBlock,
     Request,
@@ -42,6 +43,7 @@ from agentcore.providers.wire import (
     Translator,
     Wire,
     fast_loads,
+    not_carried,
     read_usage,
     resolve_key,
 )
@@ -51,6 +53,9 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 KEY_ENV = "ANTHROPIC_API_KEY"
 PATH = "/v1/messages"
+
+MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "application/pdf"})
+"""Images (base64 source) and PDFs (a document block); no audio."""
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -121,7 +126,17 @@ def _message(message: Message) -> dict[str, Any]:
                     "is_error": block.is_error,
                 }
             )
+        elif isinstance(block, MediaBlock):
+            content.append(_media(block))
     return {"role": message.role, "content": content}
+
+
+def _media(block: MediaBlock) -> dict[str, Any]:
+    """An image, or a PDF as a document, from base64 data."""
+    if block.mime_type not in MEDIA_TYPES:
+        raise not_carried("Anthropic Messages", block)
+    source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
+    return {"type": "image" if block.kind == "image" else "document", "source": source}
 
 
 # -- the wire -----------------------------------------------------------------------------------
@@ -129,6 +144,8 @@ def _message(message: Message) -> dict[str, Any]:
 
 class AnthropicWire(Wire):
     """The Messages API for one provider: its key in ``x-api-key``, the API version pinned."""
+
+    media_types = MEDIA_TYPES
 
     def __init__(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> None:
         self.name = name

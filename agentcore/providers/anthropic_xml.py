@@ -35,6 +35,8 @@ __all__ = ["AnthropicXmlProvider", "XmlTranslator", "XmlWire"]
 class XmlWire(AnthropicWire):
     """The Messages API with the conversation as a transcript and tools as markup."""
 
+    media_types: frozenset[str] = frozenset()  # a transcript is text
+
     def __init__(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> None:
         super().__init__(name, config, inference)
         names = config.participants

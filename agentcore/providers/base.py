@@ -24,7 +24,12 @@ from agentcore.inference import (
 
 
 class Provider(Protocol):
-    """One configured `[providers.NAME]`."""
+    """One configured `[providers.NAME]`.
+
+    A provider may also declare ``media_types``, a frozenset of the MIME types of the
+    `MediaBlock`s it carries in a user message (`Wire.media_types` for the HTTP wires);
+    one that declares none is taken to carry text only (`Kernel.media_types`).
+    """
 
     name: str
     kind: str

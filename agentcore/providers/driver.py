@@ -59,6 +59,7 @@ class HTTPProvider:
     def __init__(self, name: str, config: ProviderSettings, wire: Wire) -> None:
         self.name = name
         self.wire = wire
+        self.media_types = wire.media_types
         self._config = config
         self._base = wire.base_url.rstrip("/")
         self._headers = {**wire.headers, "content-type": "application/json", **config.headers}

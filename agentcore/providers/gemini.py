@@ -29,6 +29,7 @@ from typing import Any
 
 from agentcore.inference import (
     BlockType,
+    MediaBlock,
     Message,
     OutputBlock,
     Request,
@@ -53,6 +54,7 @@ from agentcore.providers.wire import (
     Translator,
     Wire,
     fast_loads,
+    not_carried,
     read_usage,
     resolve_key,
 )
@@ -60,6 +62,17 @@ from agentcore.settings import InferenceSettings, ProviderSettings
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
+
+MEDIA_TYPES = frozenset(
+    {
+        *("image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"),
+        *("audio/wav", "audio/mpeg", "audio/aiff", "audio/aac", "audio/ogg", "audio/flac"),
+        "application/pdf",
+    }
+)
+"""The image, audio and document types Gemini's docs list for inline data."""
+GEMINI_MIME = {"audio/mpeg": "audio/mp3"}
+"""Where Gemini's docs name a type by another name than `canonical_mime` does."""
 
 FINISH_REASONS: dict[str, StopReason] = {
     "STOP": "end_turn",
@@ -110,7 +123,17 @@ def _content(message: Message, names: dict[str, str]) -> dict[str, Any]:
             name = names.get(block.tool_use_id, "")
             result = {"id": block.tool_use_id, "name": name, "response": {"content": block.content}}
             parts.append({"functionResponse": result})
+        elif isinstance(block, MediaBlock):
+            parts.append(_media(block))
     return {"role": "model" if message.role == "assistant" else "user", "parts": parts}
+
+
+def _media(block: MediaBlock) -> dict[str, Any]:
+    """Images, audio and PDFs alike, as ``inlineData``."""
+    if block.mime_type not in MEDIA_TYPES:
+        raise not_carried("Gemini", block)
+    mime_type = GEMINI_MIME.get(block.mime_type, block.mime_type)
+    return {"inlineData": {"mimeType": mime_type, "data": block.data}}
 
 
 USAGE_FIELDS = {
@@ -132,6 +155,8 @@ def _usage(data: Any, into: Usage) -> Usage:
 
 class GeminiWire(Wire):
     """The Gemini API for one provider: its key in ``x-goog-api-key``."""
+
+    media_types = MEDIA_TYPES
 
     def __init__(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> None:
         self.name = name

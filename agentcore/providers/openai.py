@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 from agentcore.inference import (
     BlockType,
     InferenceError,
+    MediaBlock,
     Message,
     OutputBlock,
     Request,
@@ -52,8 +53,10 @@ from agentcore.providers.wire import (
     HttpCall,
     Translator,
     Wire,
+    content_parts,
     fast_loads,
     json_object,
+    not_carried,
     read_usage,
     resolve_key,
 )
@@ -68,6 +71,14 @@ STOP_REASONS: dict[str, StopReason] = {
     "function_call": "tool_use",
     "content_filter": "refusal",
 }
+
+WIRE = "OpenAI chat completions"
+AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
+MEDIA_TYPES = frozenset(
+    {"image/png", "image/jpeg", "image/webp", "image/gif", "application/pdf", *AUDIO_FORMATS}
+)
+"""Images (``image_url``), wav and mp3 audio (``input_audio``), PDFs (``file``). Whether the
+model takes them is the model's business: the wire carries them."""
 
 FINISH_ERROR = "The provider ended the inference with an error (finish_reason 'error')"
 
@@ -120,6 +131,7 @@ def _messages(message: Message) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    parts = content_parts(message, WIRE, _text_part, _media)  # None without media
     for block in message.content:
         if isinstance(block, TextBlock):
             texts.append(block.text)
@@ -136,9 +148,28 @@ def _messages(message: Message) -> list[dict[str, Any]]:
         if calls:
             entry["tool_calls"] = calls
         out.append(entry)
+    elif parts:
+        out.append({"role": "user", "content": parts})
     elif texts or not out:
         out.append({"role": "user", "content": "".join(texts)})
     return out
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _media(block: MediaBlock) -> dict[str, Any]:
+    """An image as a data URL, audio as ``input_audio`` (wav, mp3), a PDF as a file part."""
+    if block.mime_type not in MEDIA_TYPES:
+        raise not_carried(WIRE, block)
+    if block.kind == "image":
+        return {"type": "image_url", "image_url": {"url": block.data_url}}
+    if block.kind == "audio":
+        audio = {"data": block.data, "format": AUDIO_FORMATS[block.mime_type]}
+        return {"type": "input_audio", "input_audio": audio}
+    file = {"filename": block.name or "context.pdf", "file_data": block.data_url}
+    return {"type": "file", "file": file}
 
 
 USAGE_FIELDS = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens"}
@@ -159,6 +190,8 @@ def _usage(data: Any, into: Usage) -> Usage:
 
 class OpenAIWire(Wire):
     """Chat completions for one provider of the family: its key as a bearer token."""
+
+    media_types = MEDIA_TYPES
 
     def __init__(
         self, name: str, config: ProviderSettings, inference: InferenceSettings, kind: str

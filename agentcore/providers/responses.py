@@ -27,6 +27,7 @@ from typing import Any
 from agentcore.inference import (
     BlockType,
     InferenceError,
+    MediaBlock,
     Message,
     OutputBlock,
     Request,
@@ -50,8 +51,10 @@ from agentcore.providers.wire import (
     HttpCall,
     Translator,
     Wire,
+    content_parts,
     fast_loads,
     json_object,
+    not_carried,
     read_usage,
     resolve_key,
 )
@@ -64,6 +67,9 @@ INCOMPLETE_REASONS: dict[str, StopReason] = {
     "max_output_tokens": "max_tokens",
     "content_filter": "refusal",
 }
+WIRE = "OpenAI Responses"
+MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif", "application/pdf"})
+"""Images (``input_image``) and PDFs (``input_file``); the Responses input has no audio part."""
 NO_STOP_SEQUENCES = (
     "The OpenAI Responses API has no stop sequences; this request asks for {}. "
     "Send it without stop_sequences, or to a chat-completions provider"
@@ -110,6 +116,7 @@ def _items(message: Message) -> list[dict[str, Any]]:
     the provider's encrypted reasoning item)."""
     out: list[dict[str, Any]] = []
     texts: list[str] = []
+    parts = content_parts(message, WIRE, _text_part, _media)  # None without media
     for block in message.content:
         if isinstance(block, TextBlock):
             texts.append(block.text)
@@ -126,9 +133,25 @@ def _items(message: Message) -> list[dict[str, Any]]:
         elif isinstance(block, ToolResultBlock):
             result = {"type": "function_call_output", "call_id": block.tool_use_id}
             out.append({**result, "output": block.content})
-    if texts or not out:
+    if parts:
+        out.insert(0, {"role": "user", "content": parts})
+    elif texts or not out:
         out.insert(0, {"role": message.role, "content": "".join(texts)})
     return out
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "input_text", "text": text}
+
+
+def _media(block: MediaBlock) -> dict[str, Any]:
+    """An image as ``input_image`` (a data URL), a PDF as ``input_file``; no audio."""
+    if block.mime_type not in MEDIA_TYPES:
+        raise not_carried(WIRE, block)
+    if block.kind == "image":
+        return {"type": "input_image", "image_url": block.data_url, "detail": "auto"}
+    filename = block.name or "context.pdf"
+    return {"type": "input_file", "filename": filename, "file_data": block.data_url}
 
 
 USAGE_FIELDS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens"}
@@ -143,6 +166,8 @@ def _usage(data: Any, into: Usage) -> Usage:
 
 class ResponsesWire(Wire):
     """The Responses API for one provider: its key as a bearer token."""
+
+    media_types = MEDIA_TYPES
 
     def __init__(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> None:
         self.name = name

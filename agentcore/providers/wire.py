@@ -47,6 +47,8 @@ from agentcore.inference import (
     Complete,
     Failed,
     InferenceError,
+    MediaBlock,
+    Message,
     OutputBlock,
     Request,
     Response,
@@ -72,8 +74,10 @@ __all__ = [
     "HttpCall",
     "Translator",
     "Wire",
+    "content_parts",
     "fast_loads",
     "json_object",
+    "not_carried",
     "read_usage",
     "replay",
     "resolve_key",
@@ -92,6 +96,9 @@ class HttpCall:
 class Wire:
     """One provider's wire format: where to send, what headers, and a translator per call."""
 
+    media_types: frozenset[str] = frozenset()
+    """The media types (`MediaBlock.mime_type`) this wire carries in a user message; a
+    request holding any other is refused (`not_carried`). None: text only."""
     base_url: str
     headers: dict[str, str]
     """Sent with every call, the auth header included; ``[providers.NAME] headers`` go on top."""
@@ -292,6 +299,44 @@ def replay(response: Response) -> list[StreamEvent]:
     events.append(UsageUpdate(response.usage))
     events.append(Complete(response))
     return events
+
+
+def content_parts(
+    message: Message,
+    wire: str,
+    text_part: Callable[[str], dict[str, Any]],
+    media_part: Callable[[MediaBlock], dict[str, Any]],
+) -> list[dict[str, Any]] | None:
+    """A user message's text and media as a wire's content parts, in order, adjacent texts
+    joined as the wire joins a message's text; None when it holds no media (the wire then
+    sends its text as it always has). Media anywhere but a user message is refused."""
+    if not any(isinstance(b, MediaBlock) for b in message.content):
+        return None
+    parts: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, MediaBlock):
+            if message.role != "user":
+                raise not_carried(f"{wire} (an {message.role} message)", block)
+            if texts:
+                parts.append(text_part("".join(texts)))
+                texts = []
+            parts.append(media_part(block))
+    if texts:
+        parts.append(text_part("".join(texts)))
+    return parts
+
+
+def not_carried(wire: str, block: MediaBlock) -> InferenceError:
+    """The error for a media block `wire` has no place for: the request is refused before
+    it is sent, rather than sent without what it asked for."""
+    return InferenceError(
+        "invalid_request",
+        f"The {wire} wire does not carry {block.kind} ({block.mime_type}) in a message",
+        retryable=False,
+    )
 
 
 def resolve_key(

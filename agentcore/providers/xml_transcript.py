@@ -26,6 +26,7 @@ from typing import Any
 
 from agentcore.inference import (
     ContentBlock,
+    MediaBlock,
     Message,
     Request,
     TextBlock,
@@ -34,6 +35,7 @@ from agentcore.inference import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from agentcore.providers.wire import not_carried
 from agentcore.providers.xml_parser import TOOL_CALLS_STOP
 
 __all__ = ["Participants", "format_request", "stop_sequences", "tools_prompt", "transcript"]
@@ -137,6 +139,8 @@ def _text(content: list[ContentBlock], names: dict[str, str]) -> str:
             pieces.append(block.text)
         elif isinstance(block, ThinkingBlock):
             pieces.append(f"<thinking>{block.thinking}</thinking>")
+        elif isinstance(block, MediaBlock):
+            raise not_carried("Anthropic XML tool mode (a text transcript)", block)
     flush()
     return "\n".join(piece for piece in pieces if piece)
 

@@ -11,7 +11,7 @@ from contextlib import aclosing
 from typing import Any
 
 import pytest
-from e2e_rig import Rig, RigFactory
+from e2e_rig import MODELS, Rig, RigFactory
 from e2e_support import MANIFEST, ServerScript, ServerSession
 
 from agentcore.inference import (
@@ -210,17 +210,152 @@ async def test_an_injection_at_a_position_not_granted_is_dropped_and_traced(
     body = r.provider.calls[-1].body
     assert body["system"] == SYSTEM_PROMPT
     assert body["messages"][-1]["content"] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
         {"type": "text", "text": USER_TEXT},
         {"type": "text", "text": "\n\na harmless note"},
     ]
     trace = hook_traces(r)["srv"]
     assert trace["outcome"] == "ok"
-    # The image-only injection is accepted (its position is granted) but carries no text.
     assert (trace["injections"], trace["dropped"]) == (2, 2)
     assert any("position system is not granted" in why for why in trace["droppedReasons"])
     assert any("'sideways'" in why for why in trace["droppedReasons"])
-    assert trace["droppedContent"] == [
-        "contextInjections[3].content[0]: image blocks are not carried (requests hold text only)"
+    assert "droppedContent" not in trace
+
+
+# -- media in injections: carried where the provider's wire carries it ----------------------
+
+PNG = "iVBORw0KGgo="
+WAV = "UklGRiQAAABXQVZF"
+PDF = "JVBERi0xLjQ="
+REMEMBERED = '<resource uri="memory://notes/1">\nThe user prefers oak.\n</resource>'
+MEDIA_INJECTIONS = (
+    inj(
+        "beforeUser",
+        [
+            {"type": "text", "text": "Remember this:"},
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
+            {"type": "audio", "data": WAV, "mimeType": "audio/wav"},
+            {
+                "type": "resource",
+                "resource": {"uri": "memory://notes/1", "text": "The user prefers oak."},
+            },
+        ],
+    ),
+    inj(
+        "afterUser",
+        [
+            {
+                "type": "resource",
+                "resource": {
+                    "uri": "memory://plans/plan.pdf",
+                    "blob": PDF,
+                    "mimeType": "application/pdf",
+                },
+            }
+        ],
+    ),
+)
+NOT_CARRIED = "the turn's provider does not carry it"
+AUDIO_DROPPED = f"contextInjections[0].content[2] (audio audio/wav): {NOT_CARRIED}"
+
+
+def _anthropic_source(mime: str, data: str) -> dict[str, Any]:
+    return {"type": "base64", "media_type": mime, "data": data}
+
+
+WIRES: dict[str, tuple[Any, list[str]]] = {
+    # model: (where the user's message is in the body, and its content; what was dropped)
+    "a": (
+        [
+            {"type": "text", "text": "Remember this:"},
+            {"type": "image", "source": _anthropic_source("image/png", PNG)},
+            {"type": "text", "text": REMEMBERED + "\n\n"},
+            {"type": "text", "text": USER_TEXT},
+            {"type": "document", "source": _anthropic_source("application/pdf", PDF)},
+        ],
+        [AUDIO_DROPPED],  # the Messages API has no audio block
+    ),
+    "o": (
+        [
+            {"type": "text", "text": "Remember this:"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+            {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}},
+            {"type": "text", "text": f"{REMEMBERED}\n\n{USER_TEXT}"},
+            {
+                "type": "file",
+                "file": {"filename": "plan.pdf", "file_data": f"data:application/pdf;base64,{PDF}"},
+            },
+        ],
+        [],
+    ),
+    "r": (
+        [
+            {"type": "input_text", "text": "Remember this:"},
+            {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}", "detail": "auto"},
+            {"type": "input_text", "text": f"{REMEMBERED}\n\n{USER_TEXT}"},
+            {
+                "type": "input_file",
+                "filename": "plan.pdf",
+                "file_data": f"data:application/pdf;base64,{PDF}",
+            },
+        ],
+        [AUDIO_DROPPED],  # Responses input has no audio part
+    ),
+    "g": (
+        [
+            {"text": "Remember this:"},
+            {"inlineData": {"mimeType": "image/png", "data": PNG}},
+            {"inlineData": {"mimeType": "audio/wav", "data": WAV}},
+            {"text": REMEMBERED + "\n\n"},
+            {"text": USER_TEXT},
+            {"inlineData": {"mimeType": "application/pdf", "data": PDF}},
+        ],
+        [],
+    ),
+}
+
+
+def user_content(model: str, body: dict[str, Any]) -> Any:
+    """The content of the user's message, in the shape each wire gives it."""
+    if model == "o":
+        return body["messages"][-1]["content"]
+    if model == "r":
+        return body["input"][-1]["content"]
+    if model == "g":
+        return body["contents"][-1]["parts"]
+    return body["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("model", sorted(WIRES))
+async def test_media_lands_where_the_wire_carries_it_and_is_traced_where_not(
+    rig: RigFactory, model: str
+) -> None:
+    r = await rig({"srv": script(injecting(*MEDIA_INJECTIONS))}, grants={"srv": ALL_HOOKS})
+    r.provider.script(Scenario.text("ok"))
+    events = await run_turn(r, turn_request(MODELS[model]))
+    assert isinstance(events[-1], Complete)
+    content, dropped = WIRES[model]
+    assert user_content(model, r.provider.calls[-1].body) == content
+    trace = hook_traces(r)["srv"]
+    assert (trace["injections"], trace["dropped"]) == (2, 0)
+    assert trace.get("droppedContent", []) == dropped
+
+
+async def test_xml_tool_mode_carries_the_text_and_says_every_media_block_it_dropped(
+    rig: RigFactory,
+) -> None:
+    r = await rig({"srv": script(injecting(*MEDIA_INJECTIONS))}, grants={"srv": ALL_HOOKS})
+    r.provider.script(Scenario.text("ok"))
+    events = await run_turn(r, turn_request(MODELS["x"]))
+    assert isinstance(events[-1], Complete)
+    transcript = r.provider.calls[-1].body["messages"][0]["content"][0]["text"]
+    assert transcript.startswith(f"User: Remember this:\n\n{REMEMBERED}\n\n")
+    assert transcript.endswith(USER_TEXT)
+    assert PNG not in transcript and PDF not in transcript
+    assert hook_traces(r)["srv"]["droppedContent"] == [
+        f"contextInjections[0].content[1] (image image/png): {NOT_CARRIED}",
+        AUDIO_DROPPED,
+        f"contextInjections[1].content[0] (resource application/pdf): {NOT_CARRIED}",
     ]
 
 
@@ -273,6 +408,36 @@ async def test_inference_request_from_inside_the_hook_is_refused(rig: RigFactory
     assert error["data"] == {"reason": "context_hook"}
     assert "§10.7" in error["message"]
     assert len(r.provider.calls) == 1  # only the turn reached the provider
+
+
+async def test_a_turn_cancelled_during_the_hook_lets_the_server_infer_again(
+    rig: RigFactory,
+) -> None:
+    """Cancelling a turn while a server has not answered its hook stops the wait for it,
+    says nothing of it (no trace: it neither answered nor timed out), and ends the §10.7
+    guard: the server's own inference/request afterwards is served."""
+    heard = asyncio.Event()
+
+    async def silent(session: ServerSession, params: dict[str, Any]) -> None:
+        heard.set()
+
+    r = await rig(
+        {"srv": script(silent)},
+        grants={"srv": [*ALL_HOOKS, "inferenceRequest"]},
+        extra={"mcpl": {"context": {"hook_timeout_s": 30.0}}},
+    )
+    turn = asyncio.ensure_future(run_turn(r))
+    await asyncio.wait_for(heard.wait(), 10)
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert r.traces.of("mcpl:context_hook") == []
+    assert r.provider.calls == []  # the turn never reached the provider
+    r.provider.script(Scenario.text("served"))
+    answer = await r.server.infer(
+        {"featureSet": "fs.plain", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert answer.result["content"] == "served"
 
 
 # -- inference/lifecycle -------------------------------------------------------------------
@@ -461,3 +626,40 @@ async def test_model_info_from_the_built_in_table(rig: RigFactory) -> None:
         "contextWindow": 200000,
         "capabilities": ["vision", "tools"],
     }
+
+
+# -- what the host advertises (§5.2) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("disabled", "advertised"),
+    [
+        (
+            [],
+            {
+                "version": "0.5",
+                "featureSets": True,
+                "inferenceRequest": {"streaming": True},
+                "modelInfo": True,
+                "contextHooks": {"beforeInference": True},
+                "inferenceLifecycle": True,
+            },
+        ),
+        (
+            ["mcpl-context"],
+            {
+                "version": "0.5",
+                "featureSets": True,
+                "inferenceRequest": {"streaming": True},
+                "modelInfo": True,
+            },
+        ),
+        (["mcpl-context", "mcpl-router"], {"version": "0.5", "featureSets": True}),
+    ],
+)
+async def test_the_host_advertises_only_the_policies_a_plugin_provides(
+    rig: RigFactory, disabled: list[str], advertised: dict[str, Any]
+) -> None:
+    r = await rig({"srv": script()}, extra={"plugins": {"disabled": disabled}})
+    assert r.server.initialize is not None
+    assert r.server.initialize["capabilities"] == {"experimental": {"mcpl": advertised}}

@@ -16,6 +16,11 @@ from e2e_support import TIMEOUT_S, Hub, ServerSession, finish, serve
 
 from agentcore.testing import Call
 
+START_TIMEOUT_S = 30.0
+"""How long replicas may take to start and connect: several `serve` processes import
+and start at once, which on a loaded 2-core machine can take longer than one reply's
+bound. A liveness bound, not a timing assertion."""
+
 PROVIDERS = {"a": "anthropic"}
 MODEL = "a:claude-fleet"
 INFERENCE = {"progress_timeout_s": 30.0, "request_timeout_s": 30.0}
@@ -96,10 +101,10 @@ async def start_replicas(
         processes[tag] = (await serve(path), traces)
     sessions: dict[str, ServerSession] = {}
     for _ in range(count):
-        session = await hub.next_session()
+        session = await hub.next_session(START_TIMEOUT_S)
         sessions[session.tag] = session
     for session in sessions.values():
-        await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+        await asyncio.wait_for(session.ready.wait(), START_TIMEOUT_S)
     return [
         Replica(tag, process, sessions[tag], traces) for tag, (process, traces) in processes.items()
     ]

@@ -8,8 +8,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+import redis.asyncio as aioredis
 
-from agentcore.fleet import FleetStore, open_store
+from agentcore.fleet import FleetStore, Refusal, open_store
 from agentcore.settings import FleetSettings
 from agentcore.testing.redis import RedisServer
 
@@ -43,6 +44,28 @@ async def stores(
 @pytest.fixture
 def store(stores: Callable[[], FleetStore]) -> FleetStore:
     return stores()
+
+
+async def slot(
+    store: FleetStore, key: str, holder: str, limit: int, lease_s: float = LEASE_S
+) -> bool:
+    """Take a slot only (no window): True when taken."""
+    refusal = await store.take(
+        key, holder, slots=limit, lease_s=lease_s, per_window=None, window_s=60.0
+    )
+    assert refusal is None or (refusal.limit, refusal.retry_s) == ("slots", None)
+    return refusal is None
+
+
+async def window(store: FleetStore, key: str, member: str, limit: int, window_s: float) -> float:
+    """Take a place in the window only (no slot): 0.0 when taken, else the wait."""
+    refusal = await store.take(
+        key, member, slots=None, lease_s=LEASE_S, per_window=limit, window_s=window_s
+    )
+    if refusal is None:
+        return 0.0
+    assert refusal.limit == "window" and refusal.retry_s is not None
+    return refusal.retry_s
 
 
 # -- holds ---------------------------------------------------------------------------
@@ -165,8 +188,8 @@ async def test_a_lengthened_hold_keeps_its_start(store: FleetStore) -> None:
 async def test_keys_are_separate(store: FleetStore) -> None:
     await store.set_hold("p:m", 30.0, "rate_limit", LINGER_S)
     assert await store.get_hold("p:other") is None
-    assert await store.acquire_slot("p:m", "a", 1, LEASE_S)  # slots are not holds
-    assert await store.take_window("p:m", "a", 1, 60.0) == 0.0
+    assert await slot(store, "p:m", "a", 1, LEASE_S)  # slots are not holds
+    assert await window(store, "p:m", "a", 1, 60.0) == 0.0
 
 
 # -- semaphores -----------------------------------------------------------------------
@@ -175,34 +198,34 @@ async def test_keys_are_separate(store: FleetStore) -> None:
 async def test_at_most_limit_slots_across_replicas(stores: Callable[[], FleetStore]) -> None:
     replicas = [stores() for _ in range(3)]
     taken = await asyncio.gather(
-        *(replicas[i % 3].acquire_slot("p", f"h{i}", 3, LEASE_S) for i in range(12))
+        *(slot(replicas[i % 3], "p", f"h{i}", 3, LEASE_S) for i in range(12))
     )
     assert taken.count(True) == 3
 
 
 async def test_a_released_slot_can_be_taken_again(store: FleetStore) -> None:
-    assert await store.acquire_slot("p", "a", 1, LEASE_S)
-    assert not await store.acquire_slot("p", "b", 1, LEASE_S)
-    assert await store.acquire_slot("p", "a", 1, LEASE_S)  # its own slot, renewed
+    assert await slot(store, "p", "a", 1, LEASE_S)
+    assert not await slot(store, "p", "b", 1, LEASE_S)
+    assert await slot(store, "p", "a", 1, LEASE_S)  # its own slot, renewed
     assert not await store.release_slot("p", "b")
     assert await store.release_slot("p", "a")
     assert not await store.release_slot("p", "a")
-    assert await store.acquire_slot("p", "b", 1, LEASE_S)
+    assert await slot(store, "p", "b", 1, LEASE_S)
 
 
 async def test_a_slot_whose_lease_ran_out_comes_back(store: FleetStore) -> None:
-    assert await store.acquire_slot("p", "dead", 1, 0.1)
-    assert not await store.acquire_slot("p", "b", 1, LEASE_S)
+    assert await slot(store, "p", "dead", 1, 0.1)
+    assert not await slot(store, "p", "b", 1, LEASE_S)
     await asyncio.sleep(0.15)
-    assert await store.acquire_slot("p", "b", 1, LEASE_S)
+    assert await slot(store, "p", "b", 1, LEASE_S)
 
 
 async def test_a_renewed_slot_stays(store: FleetStore) -> None:
-    assert await store.acquire_slot("p", "alive", 1, 0.15)
+    assert await slot(store, "p", "alive", 1, 0.15)
     for _ in range(3):
         await asyncio.sleep(0.08)
         await store.renew_slots("p", ["alive", "never-held"], 0.15)
-    assert not await store.acquire_slot("p", "b", 1, LEASE_S)
+    assert not await slot(store, "p", "b", 1, LEASE_S)
     assert not await store.release_slot("p", "never-held")  # renewing took no slot
 
 
@@ -213,22 +236,93 @@ async def test_a_window_admits_limit_takes_then_says_how_long(
     stores: Callable[[], FleetStore],
 ) -> None:
     one, two = stores(), stores()
-    assert [await (one, two)[i % 2].take_window("p", f"t{i}", 3, 60.0) for i in range(3)] == [
-        0.0
-    ] * 3
-    wait = await two.take_window("p", "t3", 3, 60.0)
+    assert [await window((one, two)[i % 2], "p", f"t{i}", 3, 60.0) for i in range(3)] == [0.0] * 3
+    wait = await window(two, "p", "t3", 3, 60.0)
     assert 59 < wait <= 60
 
 
 async def test_a_window_slides(store: FleetStore) -> None:
-    assert await store.take_window("p", "a", 2, 0.2) == 0.0
+    assert await window(store, "p", "a", 2, 0.2) == 0.0
     await asyncio.sleep(0.1)
-    assert await store.take_window("p", "b", 2, 0.2) == 0.0
-    wait = await store.take_window("p", "c", 2, 0.2)
+    assert await window(store, "p", "b", 2, 0.2) == 0.0
+    wait = await window(store, "p", "c", 2, 0.2)
     assert 0 < wait <= 0.11  # the first take leaves first
     await asyncio.sleep(wait + 0.02)
-    assert await store.take_window("p", "c", 2, 0.2) == 0.0
-    assert await store.take_window("p", "d", 2, 0.2) > 0  # the second is still inside
+    assert await window(store, "p", "c", 2, 0.2) == 0.0
+    assert await window(store, "p", "d", 2, 0.2) > 0  # the second is still inside
+
+
+# -- both limits at once ----------------------------------------------------------------
+
+
+async def take_both(store: FleetStore, holder: str, slots: int, per_window: int) -> Refusal | None:
+    return await store.take(
+        "p", holder, slots=slots, lease_s=LEASE_S, per_window=per_window, window_s=60.0
+    )
+
+
+async def test_a_full_window_takes_no_slot(store: FleetStore) -> None:
+    assert await take_both(store, "a", 2, 1) is None
+    refusal = await take_both(store, "b", 2, 1)
+    assert refusal is not None and refusal.limit == "window"
+    assert refusal.retry_s is not None and 59 < refusal.retry_s <= 60
+    assert await slot(store, "p", "c", 2)  # b took no slot: the second is still free
+    assert not await slot(store, "p", "d", 2)
+
+
+async def test_no_slot_takes_no_place_in_the_window(store: FleetStore) -> None:
+    assert await take_both(store, "a", 1, 2) is None
+    refusal = await take_both(store, "b", 1, 2)
+    assert refusal is not None and (refusal.limit, refusal.retry_s) == ("slots", None)
+    assert await store.release_slot("p", "a")
+    assert await take_both(store, "b", 1, 2) is None  # b's refusal was not counted
+    refusal = await take_both(store, "c", 2, 2)
+    assert refusal is not None and refusal.limit == "window"
+
+
+async def test_every_take_counts_in_the_window_even_a_holders_second(store: FleetStore) -> None:
+    assert await take_both(store, "a", 1, 2) is None
+    assert await take_both(store, "a", 1, 2) is None  # its own slot, renewed; a second take
+    refusal = await take_both(store, "b", 2, 2)
+    assert refusal is not None and refusal.limit == "window"
+
+
+async def test_concurrent_takes_across_replicas_keep_both_limits(
+    stores: Callable[[], FleetStore],
+) -> None:
+    replicas = [stores() for _ in range(3)]
+    refusals = await asyncio.gather(*(take_both(replicas[i % 3], f"h{i}", 4, 3) for i in range(12)))
+    assert refusals.count(None) == 3
+    assert {r.limit for r in refusals if r is not None} == {"window"}
+
+
+async def test_a_cancelled_caller_leaves_the_others_answered(store: FleetStore) -> None:
+    """Calls started together (Redis: sent together, one round trip): one caller given up
+    on does not cost the others their answers."""
+    calls = [asyncio.ensure_future(slot(store, "p", f"h{i}", 100)) for i in range(20)]
+    calls[7].cancel()
+    done = await asyncio.gather(*calls, return_exceptions=True)
+    assert isinstance(done[7], asyncio.CancelledError)
+    assert [d for i, d in enumerate(done) if i != 7] == [True] * 19
+
+
+async def test_redis_forgetting_its_scripts_is_no_error(redis_server: RedisServer) -> None:
+    """Redis restarted (its script cache empty): calls started together still get answers."""
+    settings = FleetSettings(
+        backend="redis", redis_url=redis_server.url, key_prefix=f"c-{uuid.uuid4().hex[:8]}"
+    )
+    store = open_store(settings)
+    admin = aioredis.Redis.from_url(redis_server.url)
+    try:
+        assert await slot(store, "p", "first", 5)
+        await admin.script_flush()
+        taken = await asyncio.gather(*(slot(store, "p", f"h{i}", 5) for i in range(8)))
+        assert taken.count(True) == 4
+        await admin.script_flush()
+        assert await store.get_hold("p:m") is None  # alone: not pipelined
+    finally:
+        await store.aclose()
+        await admin.aclose()
 
 
 # -- wake-ups ---------------------------------------------------------------------------
@@ -261,7 +355,7 @@ async def test_changes_that_free_waiters_wake_every_replica(
     await actor.claim_probe("p:m", "a", LEASE_S)
     assert await wakes(watcher, "p:m", lambda: actor.drop_probe("p:m", "a"))
     assert await wakes(watcher, "p:m", lambda: actor.release_hold("p:m"))
-    await actor.acquire_slot("slots", "a", 1, LEASE_S)
+    await slot(actor, "slots", "a", 1, LEASE_S)
     assert await wakes(watcher, "slots", lambda: actor.release_slot("slots", "a"))
 
 

@@ -17,6 +17,7 @@ from agentcore.inference import (
     Failed,
     HostTurn,
     InferenceError,
+    MediaBlock,
     Message,
     Request,
     Response,
@@ -31,6 +32,7 @@ from agentcore.kernel import Kernel
 from agentcore.model_info import describe_model, known_model
 from agentcore.settings import ModelSettings, SettingsError
 from agentcore.testing import STALL, Partial, ScriptedProvider, scripted_kind
+from agentcore.traces import TraceEvent
 
 TURN = HostTurn("conv", 0, "question")
 
@@ -76,6 +78,36 @@ def test_injections_without_a_system_prompt_or_a_user_message() -> None:
     out = with_injections(request, [Injection("system", "s"), Injection("afterUser", "a")])
     assert out.system == "s"
     assert out.messages[-1] == Message("user", [TextBlock("\n\na")])
+
+
+def test_media_injections_go_around_the_user_message_in_order() -> None:
+    image, audio = MediaBlock("image/PNG", "iVBO"), MediaBlock("audio/mp3", "SUQz")
+    request = Request("p:m", [Message.user("question")], system="host", turn=TURN)
+    out = with_injections(
+        request,
+        [
+            Injection("beforeUser", (TextBlock("look"), image), "s1"),
+            Injection("beforeUser", (TextBlock("and"), TextBlock("listen"), audio), "s2"),
+            Injection("afterUser", (image, TextBlock("that was it")), "s2"),
+            Injection("system", (TextBlock("sys"), image), "s1"),  # a system prompt is text
+        ],
+    )
+    assert out.system == "host\n\nsys"
+    assert out.messages == [
+        Message(
+            "user",
+            [
+                TextBlock("look"),
+                image,
+                TextBlock("and\n\nlisten"),
+                audio,
+                TextBlock("question"),
+                image,
+                TextBlock("that was it"),
+            ],
+        )
+    ]
+    assert (image.mime_type, audio.mime_type, audio.kind) == ("image/png", "audio/mpeg", "audio")
 
 
 def test_no_injections_leave_the_request_alone() -> None:
@@ -157,6 +189,40 @@ async def test_a_streamed_turn_gets_context_then_start_then_one_end(
         ("end", "completed"),
     ]
     assert scripted_provider.calls[0].request.system == "remembered"
+
+
+async def test_a_turns_inference_traces_carry_its_conversation_and_turn_index(
+    scripted_provider: ScriptedProvider, settings: Path
+) -> None:
+    """inference:start, :complete and :fail say which conversation and turn they belong to
+    (the otel plugin makes the conversation `gen_ai.conversation.id`)."""
+
+    class Traces:
+        def __init__(self) -> None:
+            self.events: list[TraceEvent] = []
+
+        @hookimpl
+        def on_trace(self, event: TraceEvent) -> None:
+            if event.type.startswith("inference:"):
+                self.events.append(event)
+
+    traces = Traces()
+    scripted_provider.script = [response(), InferenceError("invalid_request", "no", status=400)]
+    async with load(
+        settings, Recorder(), scripted=scripted_kind(scripted_provider), traces=traces
+    ) as kernel:
+        await kernel.complete(Request("fake:m", [Message.user("q")], turn=HostTurn("conv-9", 4)))
+        with pytest.raises(InferenceError):
+            await kernel.complete(Request("fake:m", [Message.user("q")], turn=HostTurn("c", 0)))
+    seen = [
+        (e.type, e.fields.get("conversationId"), e.fields.get("turnIndex")) for e in traces.events
+    ]
+    assert seen == [
+        ("inference:start", "conv-9", 4),
+        ("inference:complete", "conv-9", 4),
+        ("inference:start", "c", 0),
+        ("inference:fail", "c", 0),
+    ]
 
 
 @pytest.mark.parametrize("streamed", [True, False])

@@ -15,6 +15,7 @@ from agentcore.mcpl.connection import (
     HOST_MCPL_CAPABILITIES,
     McplStartError,
     ServerConnection,
+    host_capabilities,
 )
 from agentcore.mcpl.jsonrpc import ConnectionClosed
 from agentcore.mcpl.protocol import (
@@ -149,14 +150,9 @@ async def test_handshake_and_feature_sets_update_params(
     seen = await observed(conn)
     init = seen["initialize"]
     assert init["capabilities"] == {"experimental": {"mcpl": HOST_MCPL_CAPABILITIES}}
-    assert init["capabilities"]["experimental"]["mcpl"] == {
-        "version": "0.5",
-        "inferenceRequest": {"streaming": True},
-        "modelInfo": True,
-        "contextHooks": {"beforeInference": True},  # §5.2: the host's own turns (§10)
-        "inferenceLifecycle": True,
-        "featureSets": True,
-    }
+    # A bare connection advertises what the connection layer supports; the rest comes
+    # from the plugins that provide each policy (`McplHost`, test_host_turns.py).
+    assert init["capabilities"]["experimental"]["mcpl"] == {"version": "0.5", "featureSets": True}
     assert init["clientInfo"]["name"] == "agentcore"
     assert isinstance(init["protocolVersion"], str)
     assert seen["initialized"] is True
@@ -503,3 +499,20 @@ async def test_an_inference_cancelled_right_behind_its_request_never_starts(
     assert answer["result"] == RESULT
     assert [r.id for r in host.seen] == [answer["id"]]
     assert "5000" not in (await observed(conn))["answers"]
+
+
+def test_host_capabilities_merge_what_plugins_provide() -> None:
+    merged = host_capabilities(
+        [
+            {"contextHooks": {"beforeInference": {"observe": True}}},
+            {"contextHooks": {"beforeInference": True}, "inferenceLifecycle": True},
+            {"inferenceRequest": {"streaming": True}, "contextHooks": {"afterward": True}},
+            {"inferenceLifecycle": False},
+        ]
+    )
+    assert merged == {
+        **HOST_MCPL_CAPABILITIES,
+        "contextHooks": {"beforeInference": True, "afterward": True},
+        "inferenceLifecycle": True,
+        "inferenceRequest": {"streaming": True},
+    }

@@ -75,14 +75,97 @@ def test_content_shapes() -> None:
     )
     assert [i.text for i in answer.injections] == ["one\n\ntwo"]
     assert answer.dropped_content == [
-        "contextInjections[0].content[1]: resource blocks are not carried "
-        "(requests hold text only)",
-        "contextInjections[0].content[3] is not a content block",
+        "contextInjections[0].content[1]: a resource by reference only (memory://facts/1); "
+        "agentcore does not read it",
+        "contextInjections[0].content[3] is not a content block (text, image, audio or resource)",
     ]
     assert answer.dropped == [
         "contextInjections[1].content must be a string or an array of blocks",
         "contextInjections[2].namespace (a string) is required",
         "contextInjections[3] is not an object",
+    ]
+
+
+PNG = "iVBORw0KGgo="
+WAV = "UklGRiQAAABXQVZF"
+CARRIED = frozenset({"image/png", "audio/wav", "application/pdf"})
+
+
+def test_media_is_kept_where_the_provider_carries_it_and_said_where_not() -> None:
+    grant = frozenset({BEFORE, SYSTEM})
+    answer = authorize_injections(
+        result(
+            {
+                "namespace": "m",
+                "position": "beforeUser",
+                "content": [
+                    {"type": "image", "data": PNG, "mimeType": "image/png"},
+                    {"type": "audio", "data": WAV, "mimeType": "audio/x-wav"},
+                    {"type": "audio", "data": WAV, "mimeType": "audio/ogg"},
+                    {"type": "image", "uri": "https://example.com/a.png"},
+                    {"type": "image", "data": "not base64!", "mimeType": "image/png"},
+                    {"type": "image", "data": WAV, "mimeType": "audio/wav"},
+                    {
+                        "type": "resource",
+                        "resource": {"uri": 'memory://a"b', "text": "fact", "mimeType": "text/x"},
+                    },
+                    {
+                        "type": "resource",
+                        "resource": {
+                            "uri": "memory://docs/plan.pdf",
+                            "blob": "JVBERi0=",
+                            "mimeType": "application/pdf",
+                        },
+                    },
+                    {"type": "resource_link", "uri": "memory://x", "name": "x"},
+                ],
+            },
+            {
+                "namespace": "m",
+                "position": "system",
+                "content": [{"type": "image", "data": PNG, "mimeType": "image/png"}, "text"],
+            },
+        ),
+        grant,
+        CARRIED,
+    )
+    first, second = answer.injections
+    assert [type(b).__name__ for b in first.content] == [
+        "MediaBlock",
+        "MediaBlock",
+        "TextBlock",
+        "MediaBlock",
+    ]
+    image, audio, resource, pdf = first.content
+    assert (image.mime_type, image.data) == ("image/png", PNG)  # type: ignore[union-attr]
+    assert audio.mime_type == "audio/wav"  # type: ignore[union-attr]
+    assert resource.text == '<resource uri="memory://a&quot;b">\nfact\n</resource>'  # type: ignore[union-attr]
+    assert (pdf.mime_type, pdf.name) == ("application/pdf", "plan.pdf")  # type: ignore[union-attr]
+    assert second.content == ()
+    at = "contextInjections[0].content"
+    assert answer.dropped_content == [
+        f"{at}[2] (audio audio/ogg): the turn's provider does not carry it",
+        f"{at}[3]: image by uri; agentcore carries media inline only",
+        f"{at}[4] (image image/png): its data is not base64",
+        f"{at}[5]: an image block's mimeType is 'audio/wav'",
+        f"{at}[8]: a resource_link is a reference; agentcore does not read it",
+        "contextInjections[1].content[0] (image image/png): a system prompt carries text only",
+        "contextInjections[1].content[1] is not a content block (text, image, audio or resource)",
+    ]
+    # A text-only provider (no media types): every media block is said, none is kept.
+    text_only = authorize_injections(
+        result(
+            {
+                "namespace": "m",
+                "position": "beforeUser",
+                "content": [{"type": "image", "data": PNG, "mimeType": "image/png"}],
+            }
+        ),
+        grant,
+    )
+    assert text_only.injections[0].content == ()
+    assert text_only.dropped_content == [
+        f"{at}[0] (image image/png): the turn's provider does not carry it"
     ]
 
 

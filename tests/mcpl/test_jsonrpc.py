@@ -18,6 +18,7 @@ from agentcore.mcpl.jsonrpc import (
     Params,
     RemoteError,
     RequestId,
+    encode_params,
 )
 from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
@@ -227,6 +228,32 @@ async def test_outbound_request_times_out_and_late_answer_is_dropped(
     assert (await ask(raw, '{"jsonrpc":"2.0","id":1,"method":"echo"}'))["id"] == 1
     assert any("unknown id" in m for m in log_messages)
     await peer.close()
+
+
+async def test_request_soon_with_params_encoded_once_for_many_peers(
+    log_messages: list[str],
+) -> None:
+    """A fan-out's requests: sent at once with no task each, the params encoded once (and
+    redacted), each future resolved by its own answer; a cancelled one's answer dropped."""
+    ends = [memory_pair() for _ in range(3)]
+    peers = [JsonRpcPeer(end, handler, name=f"p{i}") for i, (end, _) in enumerate(ends)]
+    for peer in peers:
+        peer.start()
+    params = encode_params({"turn": 7, "text": "héllo"})
+    futures = [peer.request_soon("context/x", params) for peer in peers]
+    sent = [await receive(raw) for _, raw in ends]
+    assert [m["params"] for m in sent] == [{"turn": 7, "text": "héllo"}] * 3
+    assert all(m["method"] == "context/x" and m["jsonrpc"] == "2.0" for m in sent)
+    futures[1].cancel()
+    for i, (_, raw) in enumerate(ends):
+        await raw.send(json.dumps({"jsonrpc": "2.0", "id": sent[i]["id"], "result": i}))
+    assert [await futures[0], await futures[2]] == [0, 2]
+    assert futures[1].cancelled()
+    # The cancelled request's late answer is dropped, and the peer reads on.
+    assert (await ask(ends[1][1], '{"jsonrpc":"2.0","id":1,"method":"echo"}'))["id"] == 1
+    assert any("unknown id" in m for m in log_messages)
+    for peer in peers:
+        await peer.close()
 
 
 async def test_pending_outbound_requests_fail_when_the_connection_closes() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from providers_support import fixture, splits, sse, terminal, translate, visible
@@ -13,6 +14,7 @@ from agentcore.inference import (
     Complete,
     Failed,
     InferenceError,
+    MediaBlock,
     Message,
     Request,
     TextBlock,
@@ -23,11 +25,14 @@ from agentcore.inference import (
     ToolUseBlock,
     Usage,
 )
+from agentcore.providers.anthropic import request_body as anthropic_body
 from agentcore.providers.errors import MID_STREAM, error_from_response
 from agentcore.providers.gemini import GeminiTranslator
 from agentcore.providers.gemini import request_body as gemini_body
+from agentcore.providers.openai import request_body as openai_body
 from agentcore.providers.responses import ResponsesTranslator
 from agentcore.providers.responses import request_body as responses_body
+from agentcore.providers.xml_transcript import Participants, format_request
 
 CONVERSATION = [
     Message.user("Weather in Z\u00fcrich?"),
@@ -352,3 +357,28 @@ def test_gemini_finishing_chunk_with_an_empty_part_makes_no_token() -> None:
     events = translate(gemini(), [body])
     assert [e.text for e in events if isinstance(e, Token)] == ["Hello ", "there"]
     assert complete(events).response.content == [TextBlock("Hello there")]
+
+
+@pytest.mark.parametrize(
+    ("build", "media", "wire"),
+    [
+        (lambda r: anthropic_body(r, "m", stream=True), "audio/wav", "Anthropic Messages"),
+        (lambda r: responses_body(r, "m", stream=True), "audio/wav", "OpenAI Responses"),
+        (lambda r: openai_body(r, "m", stream=True), "image/tiff", "OpenAI chat completions"),
+        (lambda r: gemini_body(r), "video/x-unknown", "Gemini"),
+        (
+            lambda r: format_request(r, "m", stream=True, participants=Participants()),
+            "image/png",
+            "Anthropic XML tool mode (a text transcript)",
+        ),
+    ],
+)
+def test_media_a_wire_cannot_carry_is_refused_naming_it(build: Any, media: str, wire: str) -> None:
+    """An embedding host that puts media in a message a wire has no place for hears so
+    before anything is sent (the MCPL context plugin drops such blocks before they get here)."""
+    request = Request("p:m", [Message("user", [TextBlock("hi"), MediaBlock(media, "AAAA")])])
+    with pytest.raises(InferenceError) as caught:
+        build(request)
+    assert caught.value.kind == "invalid_request"
+    assert caught.value.message.startswith(f"The {wire} wire does not carry ")
+    assert media in caught.value.message

@@ -17,8 +17,7 @@ from agentcore_rate_limit import RateLimit
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Exported
 
-from agentcore.inference import Complete, InferenceError, Message, Request
-from agentcore.inference.models import HostTurn
+from agentcore.inference import Complete, HostTurn, InferenceError, Message, Request
 from agentcore.kernel import Kernel, SettingsError
 from agentcore.redaction import redact
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
@@ -62,16 +61,16 @@ async def test_a_completed_inference_is_one_chat_span_with_the_genai_attributes(
     assert exported.plugin.recorder is None  # stopped: nothing left open
 
 
-async def test_a_host_turn_names_its_conversation(
+async def test_a_host_turn_carries_its_conversation_id(
     otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
 ) -> None:
-    provider.script(Scenario.text("turn"), provider="a")
-    turn = request()
-    turn.turn = HostTurn("conv-host-3", 2, "Hi")
+    """A host turn's conversation comes from the turn itself (`Request.turn`), not from
+    metadata: its span says which conversation it belongs to."""
+    provider.script(Scenario.text("Hello"), provider="a")
     async with otel_kernel() as kernel:
-        await kernel.complete(turn)
+        await kernel.complete(request(turn=HostTurn("conv-turns", 3, "Hi")))
     [span] = exported.named("chat claude-otel")
-    assert dict(span.attributes or {})["gen_ai.conversation.id"] == "conv-host-3"
+    assert dict(span.attributes or {})["gen_ai.conversation.id"] == "conv-turns"
 
 
 async def test_the_openai_wire_is_named_openai_and_a_stream_says_so(

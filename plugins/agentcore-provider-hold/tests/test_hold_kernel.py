@@ -239,6 +239,35 @@ async def test_a_cancelled_probe_hands_over_to_the_next(
     assert len(recorder.of("provider:release")) == 1
 
 
+async def test_a_wait_behind_a_running_probe_is_bounded_by_max_wait(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    provider.script = [limited(0.05), provider.STALL]  # the probe never ends by itself
+    async with load("max_wait_s = 0.3") as kernel:
+        await fail(kernel, req(tag="a"))
+        probe = asyncio.create_task(kernel.complete(req(tag="probe")))
+        await until(lambda: len(provider.starts()) == 2)
+        # A guard against hanging, not a timing: without the bound this waits for the probe.
+        behind = await asyncio.wait_for(fail(kernel, req(tag="behind")), 30)
+        assert not probe.done()  # it failed while the probe still ran
+        probe.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await probe
+    message = str(behind)
+    assert (behind.kind, behind.retryable, behind.code) == ("rate_limit", False, HOLD_TOO_LONG)
+    assert "'fake'" in message and "'m1'" in message
+    assert "goes first after the hold has not ended" in message
+    assert "0.3 s, [provider_hold] max_wait_s" in message
+    assert len(provider.starts()) == 2  # it made no call
+    waits = [
+        (event, w.reason)
+        for event, w in recorder.waits
+        if w.attempt.inference.request.metadata["tag"] == "behind"
+    ]
+    assert waits == [("start", "hold"), ("end", "hold")]  # announced, and ended
+    assert len(recorder.of("provider:hold")) == 1  # its error started no new hold
+
+
 async def test_a_call_from_before_the_hold_does_not_release_it(
     load: Load, provider: Any, recorder: Any
 ) -> None:

@@ -156,6 +156,27 @@ async def test_a_call_waits_for_the_window_announced(
     assert isinstance(error, InferenceError) and error.code == SHUTTING_DOWN
 
 
+async def test_a_call_waiting_for_the_window_holds_no_slot(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    limits = "[rate_limit.providers.fake]\nmax_in_flight = 1\nrequests_per_minute = 1"
+    async with load(limits) as kernel:
+        await kernel.complete(req(1))
+        second = asyncio.create_task(kernel.complete(req(2)))
+        while not recorder.waits:
+            await asyncio.sleep(0.01)
+        # The only slot is free while the second call waits for the window: the store
+        # takes both or neither.
+        taken = await kernel.fleet.take(
+            "fake", "another replica", slots=1, lease_s=30, per_window=None, window_s=60
+        )
+        assert taken is None
+        assert await kernel.fleet.release_slot("fake", "another replica")
+    [error] = await asyncio.gather(second, return_exceptions=True)
+    assert isinstance(error, InferenceError) and error.code == SHUTTING_DOWN
+    assert len(provider.calls) == 1
+
+
 async def test_waiting_longer_than_max_wait_for_a_slot_fails_naming_the_limit(
     load: Load, provider: Any, recorder: Any
 ) -> None:

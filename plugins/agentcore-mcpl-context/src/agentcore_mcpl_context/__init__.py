@@ -11,7 +11,8 @@ checks every host owes are in `agentcore.mcpl.context`.
   `model` is the turn's model as `model/info` would describe it (§12.2).
 - Each injection is authorized by its position when the response arrives (§5.4,
   §10.8); the accepted ones go in grouped by position, servers in settings order.
-  One ``mcpl:context_hook`` trace per server per turn says how it went.
+  One ``mcpl:context_hook`` trace per server per turn says how it went, emitted as its
+  answer arrives (or at its timeout), while slower servers are still working.
 - `inference/lifecycle` (§10.5) to every ready server granted `inferenceLifecycle`
   when the turn is admitted: ``started``, then exactly one terminal, to the same
   servers in the same sessions only (a server that joins, or reconnects, mid-turn
@@ -21,7 +22,6 @@ checks every host owes are in `agentcore.mcpl.context`.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -29,7 +29,6 @@ from pydantic import Field
 
 from agentcore import hookimpl
 from agentcore.inference.calls import Inference
-from agentcore.inference.models import HostTurn
 from agentcore.inference.turns import Injection, TurnEnding
 from agentcore.mcpl.context import (
     INFERENCE_LIFECYCLE,
@@ -78,6 +77,11 @@ class McplContext:
     def agentcore_start(self, context: PluginContext) -> None:
         self._context = context
 
+    @hookimpl
+    def agentcore_mcpl_capabilities(self) -> dict[str, Any]:
+        """What the host advertises because this plugin runs (§5.2)."""
+        return {"contextHooks": {"beforeInference": True}, INFERENCE_LIFECYCLE: True}
+
     @property
     def _ctx(self) -> PluginContext:
         assert self._context is not None, "the mcpl-context plugin was not started"
@@ -102,28 +106,26 @@ class McplContext:
         if not servers:
             return []
         model = self._model(inference)
-        answers = await asyncio.gather(
-            *(self._ask(server, inference, turn, model) for server in servers)
+        ids = (inference.id, turn.conversation_id, turn.turn_index)
+        # §10.1: the user's text only to a server granted observe; null to the rest.
+        observing = before_inference_params(*ids, turn.user_message, model)
+        blind = before_inference_params(*ids, None, model)
+        asks = [(s, observing if may_observe(s.grant) else blind) for s in servers]
+
+        def trace(i: int, answer: HookAnswer) -> None:
+            self._trace(servers[i], inference, answer)  # as it arrives: off the critical path
+
+        answers = await before_inference(
+            asks, self._timeout_s, self._ctx.media_types(inference.request.model), trace
         )
         injections: list[Injection] = []
         for server, answer in zip(servers, answers, strict=True):  # settings order (§10.8)
-            await self._trace(server, inference, answer)
-            injections.extend(Injection(i.position, i.text, server.name) for i in answer.injections)
+            injections.extend(
+                Injection(i.position, i.content, server.name) for i in answer.injections
+            )
         return injections
 
-    async def _ask(
-        self, server: ServerConnection, inference: Inference, turn: HostTurn, model: dict[str, Any]
-    ) -> HookAnswer:
-        # §10.1: the user's text only to a server granted observe; null to the rest.
-        user_message = turn.user_message if may_observe(server.grant) else None
-        params = before_inference_params(
-            inference.id, turn.conversation_id, turn.turn_index, user_message, model
-        )
-        return await before_inference(server, params, self._timeout_s)
-
-    async def _trace(
-        self, server: ServerConnection, inference: Inference, answer: HookAnswer
-    ) -> None:
+    def _trace(self, server: ServerConnection, inference: Inference, answer: HookAnswer) -> None:
         fields: dict[str, Any] = {
             "serverId": server.name,
             "inferenceId": inference.id,
@@ -137,7 +139,7 @@ class McplContext:
             fields["droppedContent"] = answer.dropped_content
         if answer.error is not None:
             fields["error"] = answer.error
-        await self._ctx.emit("mcpl:context_hook", **fields)
+        self._ctx.emit_now("mcpl:context_hook", **fields)
 
     # -- inference/lifecycle (§10.5) ---------------------------------------------------
 

@@ -166,6 +166,11 @@ class McplRouter:
     def agentcore_start(self, context: PluginContext) -> None:
         self._context = context
 
+    @hookimpl
+    def agentcore_mcpl_capabilities(self) -> dict[str, Any]:
+        """What the host advertises because this plugin answers it (§5.2, §11, §12)."""
+        return {"inferenceRequest": {"streaming": True}, "modelInfo": True}
+
     @property
     def _started(self) -> PluginContext:
         assert self._context is not None, "the mcpl-router plugin was not started"

@@ -11,7 +11,8 @@ calls to that provider and model wait at admission instead of hitting it again.
   model and remaining wait.
 - When the hold ends one call goes first (the probe). Only its success releases
   the others; a rate_limit or overloaded failure starts a new hold; any other
-  ending lets the next waiter be the probe.
+  ending lets the next waiter be the probe. A call waiting behind the probe is
+  bounded by ``max_wait_s`` too: past it, it fails saying it waited for the probe.
 - Shutdown (the kernel's ``stopping``, or `agentcore_stop`) wakes every waiter,
   which fails with "The host is shutting down".
 
@@ -127,6 +128,24 @@ def hold_too_long(
     )
 
 
+def probe_too_long(
+    attempt: Attempt, hold: Hold, waited: float, limit: float, key: str = MAX_WAIT_SETTING
+) -> InferenceError:
+    """The error of a call that waited `limit` behind the probe (the one call that goes first
+    after a hold), which has not ended yet: how long that takes is not known in advance."""
+    return InferenceError(
+        "rate_limit" if hold.reason == "rate_limit" else "overloaded",
+        f"Provider {attempt.provider!r} model {attempt.model!r} is still held after a "
+        f"{hold.reason.replace('_', ' ')} error: the call that goes first after the hold has "
+        f"not ended, and this call waited {_seconds(waited)} s for it, as long as a call may "
+        f"wait ({_seconds(limit)} s, {key})",
+        retryable=False,
+        code=HOLD_TOO_LONG,
+        provider=attempt.provider,
+        model=attempt.model,
+    )
+
+
 class ProviderHold:
     """The plugin object; the kernel makes one per kernel. `store` replaces the kernel's
     ``[fleet]`` store (tests, embedding hosts)."""
@@ -214,7 +233,11 @@ class ProviderHold:
                         self._probe(owner, key)
                         return  # the probe: it goes alone, and its outcome decides for the rest
                     else:
-                        until, sleep_s = None, poll_s()  # behind the probe: for how long?
+                        # Behind the probe, for as long as it runs: bounded like any wait.
+                        waited = time.monotonic() - started
+                        if waited >= max_wait:
+                            raise probe_too_long(attempt, hold, waited, max_wait, setting)
+                        until, sleep_s = None, poll_s(at_most=max_wait - waited)
                 except FleetUnavailable as exc:
                     if not outage_traced and self._unreachable(attempt, exc):
                         return
@@ -341,4 +364,5 @@ __all__ = [
     "hold_duration_s",
     "hold_key",
     "hold_too_long",
+    "probe_too_long",
 ]

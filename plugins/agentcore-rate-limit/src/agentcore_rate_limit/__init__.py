@@ -14,7 +14,8 @@ across every replica that shares the kernel's ``[fleet]`` store.
   holds (``scope``: ``replica``), read from its own books at no store cost; the limit
   is fleet-wide, so on a shared Redis store other replicas may hold the rest.
 - ``requests_per_minute`` is a sliding window in the store: a call is counted when it
-  is admitted.
+  is admitted. A call takes its slot and its place in the window in one atomic store
+  operation (one round trip), both or neither: a call waiting for one holds no other.
 - A call over a limit waits, announced as a ``limit`` wait (`inference:waiting` with
   reason ``limit``). It is woken when a slot is released anywhere, or by a jittered
   poll. A call that would wait longer than ``[rate_limit] max_wait_s`` in all fails
@@ -191,7 +192,6 @@ class RateLimit:
         store = self.store
         max_wait = self.settings.max_wait_s
         started = time.monotonic()
-        has_slot = limit.max_in_flight is None
         outage_traced = False
         async with AsyncExitStack() as stack:
             wait: Wait | None = None
@@ -201,14 +201,34 @@ class RateLimit:
                     raise shutting_down()
                 waited = time.monotonic() - started
                 try:
-                    if not has_slot:
-                        assert limit.max_in_flight is not None
-                        has_slot = await store.acquire_slot(
-                            slot.key, slot.holder, limit.max_in_flight, self.settings.slot_lease_s
-                        )
-                        if has_slot:
+                    # Both limits in one atomic step: a call waiting for the window holds no slot.
+                    refusal = await store.take(
+                        slot.key,
+                        slot.holder,
+                        slots=limit.max_in_flight,
+                        lease_s=self.settings.slot_lease_s,
+                        per_window=limit.requests_per_minute,
+                        window_s=WINDOW_S,
+                    )
+                    if refusal is None:
+                        if limit.max_in_flight is not None:
                             self._hold(attempt, slot)
-                    if not has_slot:
+                        return
+                    if refusal.limit == "window":
+                        assert limit.requests_per_minute is not None
+                        next_s = refusal.retry_s or 0.0
+                        if waited + next_s > max_wait:
+                            raise limit_too_long(
+                                attempt,
+                                "requests_per_minute",
+                                limit.requests_per_minute,
+                                waited,
+                                next_s,
+                                max_wait,
+                            )
+                        until: float | None = time.monotonic() + next_s
+                        sleep_s = next_s
+                    else:
                         assert limit.max_in_flight is not None
                         if waited >= max_wait:
                             raise limit_too_long(
@@ -220,24 +240,6 @@ class RateLimit:
                                 max_wait,
                             )
                         until, sleep_s = None, poll_s(at_most=max_wait - waited)
-                    elif limit.requests_per_minute is None:
-                        return
-                    else:
-                        next_s = await store.take_window(
-                            slot.key, slot.holder, limit.requests_per_minute, WINDOW_S
-                        )
-                        if next_s <= 0:
-                            return
-                        if waited + next_s > max_wait:
-                            raise limit_too_long(
-                                attempt,
-                                "requests_per_minute",
-                                limit.requests_per_minute,
-                                waited,
-                                next_s,
-                                max_wait,
-                            )
-                        until, sleep_s = time.monotonic() + next_s, next_s
                 except FleetUnavailable as exc:
                     if not outage_traced and self._unreachable(attempt, exc):
                         return

@@ -7,7 +7,9 @@ and it pulls in pydantic), click (the command line), pluggy (the hooks) and logu
 log). Nothing agentcore does can start faster than that, so the ratio is agentcore's own
 cost: its modules, the plugins it imports, and the work of loading the settings and the
 plugins. The bare interpreter (``python -c pass``) is shown for scale. The machine may be
-busy: the commands are run in turns, round after round, and each figure is the median.
+busy: the commands are run in turns, round after round, and each figure is the median of
+the wall time, with the process's CPU time (user + system), which a busy machine disturbs
+less.
 
 Each process runs in the environment this script runs in (its ``sys.executable``, its
 PYTHONPATH), with every installed plugin found. Run: ``python bench/startup.py``.
@@ -48,10 +50,15 @@ def commands(settings: Path) -> dict[str, list[str]]:
     }
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> float:
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of `argv`."""
     started = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL, capture_output=True)
-    return time.perf_counter() - started
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"{argv} exited {process.returncode}")
+    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -65,16 +72,22 @@ def main() -> None:
         to_run = commands(settings)
         for argv in to_run.values():  # warm the page cache and the bytecode caches
             run_once(argv, env)
-        times: dict[str, list[float]] = {name: [] for name in to_run}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in to_run}
         for _ in range(options.rounds):
             for name, argv in to_run.items():
                 times[name].append(run_once(argv, env))
     print(f"python {platform.python_version()}, {os.cpu_count()} cpus, {options.rounds} rounds")
-    print(f"load average {os.getloadavg()[0]:.1f}; median of each, ratio to the floor")
-    floor = statistics.median(times["floor"])
+    print(f"load average {os.getloadavg()[0]:.1f}; medians, and their ratio to the floor's")
+    floor_wall = statistics.median(wall for wall, _ in times["floor"])
+    floor_cpu = statistics.median(cpu for _, cpu in times["floor"])
+    print(f"  {'':<18} {'wall':>8}  {'ratio':>6}  {'cpu':>8}  {'ratio':>6}")
     for name, samples in times.items():
-        median = statistics.median(samples)
-        print(f"  {name:<18} {median * 1000:7.0f} ms   x{median / floor:.2f}")
+        wall = statistics.median(w for w, _ in samples)
+        cpu = statistics.median(c for _, c in samples)
+        print(
+            f"  {name:<18} {wall * 1000:5.0f} ms  x{wall / floor_wall:5.2f}"
+            f"  {cpu * 1000:5.0f} ms  x{cpu / floor_cpu:5.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ test: lint typecheck pytest
 bench: install
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/hooks.py
+	$(PY) bench/startup.py
 
 clean:
 	rm -rf $(VENV)

@@ -15,12 +15,9 @@ import sys
 import time
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
-from rich.console import Console
-from rich.status import Status
-from rich.text import Text
 
 from agentcore import __version__, hookimpl
 from agentcore.inference import (
@@ -40,6 +37,13 @@ from agentcore.log import configure_logging
 from agentcore.redaction import StreamRedactor, redact, shown_setting
 from agentcore.settings import SettingsError, dotted, flatten, model_reference_problem
 from agentcore.traces import TraceEvent
+
+# rich draws only the status line of `infer` on a terminal: it is imported there, not here,
+# so that every other start (scripts, pipes, `plugins`) does not pay for it.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.status import Status
+    from rich.text import Text
 
 settings_option = click.option(
     "--settings",
@@ -119,6 +123,8 @@ class WaitLine:
         return redact(f"waiting for {self.target}, {self.reason}, {left} s left")
 
     def __rich__(self) -> Text:
+        from rich.text import Text
+
         return Text(str(self))
 
 
@@ -303,7 +309,11 @@ def infer(
         raise click.UsageError("--turn needs --conversation")
     if conversation is not None and not conversation:
         raise click.UsageError("--conversation needs a non-empty id")
-    status = {"infer-status": InferStatus(Console(stderr=True))} if sys.stderr.isatty() else {}
+    status: dict[str, object] = {}
+    if sys.stderr.isatty():
+        from rich.console import Console
+
+        status["infer-status"] = InferStatus(Console(stderr=True))
     kernel = load_kernel(settings_path, plugins=status)
     problem = model_reference_problem(model, kernel.settings.providers)
     if problem is not None:

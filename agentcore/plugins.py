@@ -129,14 +129,20 @@ def _installed() -> tuple[list[_Claim], dict[str, str]]:
     sections: dict[str, str] = {}
     seen: set[tuple[str, str]] = set()
     for dist in importlib.metadata.distributions():
-        dist_name = dist.metadata["Name"] or "?"
-        defaults = {ep.name: ep.value for ep in dist.entry_points if ep.group == DEFAULTS_GROUP}
-        for ep in dist.entry_points:
+        entry_points = dist.entry_points
+        if not any(ep.group == GROUP for ep in entry_points):
+            # Its METADATA is not read: parsing every installed distribution's (twice per
+            # kernel, uncached) was a noticeable part of every `agentcore` start.
+            continue
+        metadata = dist.metadata
+        dist_name, version = metadata["Name"] or "?", metadata["Version"]
+        defaults = {ep.name: ep.value for ep in entry_points if ep.group == DEFAULTS_GROUP}
+        for ep in entry_points:
             if ep.group != GROUP or (ep.name, canonical(dist_name)) in seen:
                 continue  # the same distribution found twice on sys.path counts once
             seen.add((ep.name, canonical(dist_name)))
             default = ep.name in defaults
-            claims.append(_Claim(ep, dist_name, dist.version, default))
+            claims.append(_Claim(ep, dist_name, version, default))
             if default:
                 sections.setdefault(ep.name, defaults[ep.name])
     return claims, sections

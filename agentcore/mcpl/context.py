@@ -22,14 +22,16 @@ import functools
 import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from agentcore.inference.models import MediaBlock, TextBlock
 from agentcore.inference.turns import POSITIONS, InjectedBlock, Injection, Phase, Position
-from agentcore.mcpl.connection import ServerConnection
 from agentcore.mcpl.grants import is_granted
 from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
 from agentcore.mcpl.protocol import McplError
+
+if TYPE_CHECKING:  # only named in annotations; importing it would import aiohttp at load
+    from agentcore.mcpl.connection import ServerConnection
 
 BEFORE_INFERENCE = "context/beforeInference"
 LIFECYCLE = "inference/lifecycle"

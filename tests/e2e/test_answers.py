@@ -863,17 +863,25 @@ INFER_FAILURES = {
 }
 
 
+INFER_PARTS = 2
+"""The XML cases of each mode are shared out over this many tests, every case in exactly one:
+each case is an `agentcore infer` process of its own, and all of a mode's in one test came
+near the per-test time limit on a busy machine."""
+
+
+@pytest.mark.parametrize("part", range(INFER_PARTS), ids=lambda part: f"part{part + 1}")
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 async def test_xml_answers_through_infer(
     loopback_provider: LoopbackServer,
     loopback_settings: Callable[..., Path],
     tmp_path: Path,
     stream: bool,
+    part: int,
 ) -> None:
     """The XML cases through `agentcore infer` (a real subprocess each, a few at a time,
     each on a provider of its own): streamed, the chunks are what it prints; whole, the
     result object it prints with ``--json``; a failure exits 1 saying why on stderr."""
-    cases = [c for c in XML_CASES if c.stream is stream]
+    cases = [c for c in XML_CASES if c.stream is stream][part::INFER_PARTS]
     names = [f"x{i}" for i in range(len(cases))]
     settings = loopback_settings(
         dict.fromkeys(names, PROVIDERS["x"]), inference=INFERENCE, sections={"retry": RETRY}

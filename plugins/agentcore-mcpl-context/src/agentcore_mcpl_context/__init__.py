@@ -22,7 +22,7 @@ checks every host owes are in `agentcore.mcpl.context`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pydantic import Field
@@ -30,7 +30,6 @@ from pydantic import Field
 from agentcore import hookimpl
 from agentcore.inference.calls import Inference
 from agentcore.inference.turns import Injection, TurnEnding
-from agentcore.mcpl.connection import ServerConnection
 from agentcore.mcpl.context import (
     INFERENCE_LIFECYCLE,
     LIFECYCLE,
@@ -47,6 +46,9 @@ from agentcore.mcpl.jsonrpc import ConnectionClosed
 from agentcore.mcpl.protocol import McplError
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.settings import Section
+
+if TYPE_CHECKING:  # only named in annotations; importing it would import aiohttp at load
+    from agentcore.mcpl.connection import ServerConnection
 
 DEFAULT_HOOK_TIMEOUT_S = 5.0  # SPEC §10.6's recommendation
 

@@ -21,22 +21,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from loguru import logger
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    MetricExporter,
-    MetricReader,
-    PeriodicExportingMetricReader,
-)
-from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SimpleSpanProcessor,
-    SpanExporter,
-)
 from opentelemetry.util.re import parse_env_headers
 from pydantic import Field
 
@@ -46,6 +33,15 @@ from agentcore.redaction import redact_log, register_secret
 from agentcore.settings import Section
 from agentcore.traces import TraceEvent
 from agentcore_otel.recorder import VENDORS, Recorder
+
+# The SDK is imported where it is used, once an export is on: importing it costs every
+# `agentcore` start a noticeable time, and without an endpoint nothing needs it.
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 Protocol = Literal["http/protobuf", "grpc"]
 
@@ -143,6 +139,8 @@ def otlp_exporters(settings: OtelSettings) -> tuple[SpanExporter, MetricExporter
 
 
 def resource(settings: OtelSettings) -> Resource:
+    from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+
     attributes: dict[str, str] = {SERVICE_VERSION: __version__}
     if settings.service_name:
         attributes[SERVICE_NAME] = settings.service_name
@@ -206,6 +204,11 @@ class OtelExport:
         if not injected and not export_enabled(settings):
             logger.debug("otel: no endpoint ([otel] endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)")
             return
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
         route_sdk_logs()
         processor: SpanProcessor | None = None
         reader: MetricReader | None = self._metric_reader

@@ -59,6 +59,7 @@ from typing import Any
 from agentcore_mcpl_router import McplRouter
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from loguru import logger
 
 from agentcore.inference import InferenceError, Request, Response, StopInfo, TextBlock, Usage
 from agentcore.kernel import Kernel
@@ -75,6 +76,7 @@ from agentcore.mcpl.protocol import (
     UNKNOWN_FEATURE_SET,
 )
 from agentcore.mcpl.transports import StdioTransport
+from agentcore.traces import JsonlTraceSink
 from agentcore.testing import STALL, Partial, ScriptedProvider, scripted_kind
 
 MAX_FRAME_BYTES = 16 * 1024  # small, so oversized frames cost little to make
@@ -146,6 +148,9 @@ kind = "scripted"
 
 [mcpl.routing]
 default = "fake:m1"
+
+[traces]
+jsonl = "{traces}"
 """
 
 
@@ -864,39 +869,68 @@ class Figures:
 class Rig:
     """One kernel, host and scripted provider, serving one connection per example."""
 
-    def __init__(self, kernel: Kernel, provider: ScriptedProvider) -> None:
+    def __init__(self, kernel: Kernel, provider: ScriptedProvider, traces: Path) -> None:
         self.kernel = kernel
         self.host = McplHost(kernel)
         self.provider = provider
+        self.traces = traces
+        # Bad input is answered, never a traceback: an error logged is a finding.
+        self.errors: list[str] = []
+        self._sink = logger.add(self._on_error, level="ERROR", format="{message}")
+
+    def _on_error(self, message: Any) -> None:
+        self.errors.append(str(message))
 
     @classmethod
     async def open(cls, directory: Path) -> Rig:
         path = directory / "agentcore.toml"
-        path.write_text(SETTINGS_TOML)
+        traces = directory / "traces.jsonl"
+        path.write_text(SETTINGS_TOML.format(traces=traces))
         provider = ScriptedProvider(answer_for=answer_for)
         kernel = Kernel.load(
             path,
             environ={},
             discover_plugins=False,
-            plugins={"mcpl-router": McplRouter(), "scripted": scripted_kind(provider)},
+            plugins={
+                "mcpl-router": McplRouter(),
+                "scripted": scripted_kind(provider),
+                "jsonl-traces": JsonlTraceSink(),  # as serve loads it, by its entry point
+            },
         )
         await kernel.start()
-        return cls(kernel, provider)
+        return cls(kernel, provider, traces)
 
     async def close(self) -> None:
         await self.kernel.stop()
+        logger.remove(self._sink)
 
     async def play(self, scenario: Scenario, figures: Figures) -> None:
         self.provider.calls.clear()
         self.provider.log.clear()
         self.provider.endings.clear()
+        self.errors.clear()
+        self.traces.write_text("")
         session = Session(self.host, scenario)
         await session.run()
+        assert not self.errors, "the host logged errors:\n" + "\n".join(self.errors)
+        self._check_traces(session)
         figures.examples += 1
         figures.frames += session.model.lines
         figures.answers += session.checked
         figures.outcomes.update(session.outcomes)
         figures.cancelled += len(session.model.cancelled)
+
+
+    def _check_traces(self, session: Session) -> None:
+        """Every trace reached the JSONL file whole (SPEC §13.2: the audit trail), one
+        `mcpl:inference_start` for each call the provider took."""
+        starts = 0
+        for line in self.traces.read_text(encoding="utf-8").splitlines():
+            trace = json.loads(line)
+            starts += trace.get("type") == "mcpl:inference_start"
+        assert starts == len(self.provider.calls), (
+            f"{len(self.provider.calls)} provider calls, {starts} mcpl:inference_start traces"
+        )
 
 
 class Session:
@@ -1144,6 +1178,19 @@ def fuzz(examples: int, *, seed_value: int = SEED, figures: Figures | None = Non
         finally:
             runner.run(rig.close())
     figures.seconds += time.perf_counter() - started
+    return figures
+
+
+def play(scenarios: Iterable[Scenario]) -> Figures:
+    """Play the given scenarios, in order, against one kernel (no generation)."""
+    figures = Figures()
+    with asyncio.Runner() as runner, tempfile.TemporaryDirectory() as directory:
+        rig = runner.run(Rig.open(Path(directory)))
+        try:
+            for scenario in scenarios:
+                runner.run(rig.play(scenario, figures))
+        finally:
+            runner.run(rig.close())
     return figures
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 import tempfile
@@ -56,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agentcore_mcpl_router import McplRouter
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
@@ -466,7 +468,7 @@ def _last_text(messages: Any) -> str | None:
 
 def _content_text(content: Any) -> str | None:
     if isinstance(content, str):
-        return content
+        return None if _has_lone_surrogate(content) else content
     blocks = [content] if isinstance(content, dict) else content
     if not isinstance(blocks, list):
         return None
@@ -477,7 +479,13 @@ def _content_text(content: Any) -> str | None:
         if not isinstance(block.get("text"), str):
             return None
         parts.append(block["text"])
-    return "".join(parts)
+    text = "".join(parts)
+    return None if _has_lone_surrogate(text) else text
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    """A "\\ud800" escape is valid JSON, but not text: no provider body carries it."""
+    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 def _preferences_problem(prefs: Any) -> bool:
@@ -490,7 +498,12 @@ def _preferences_problem(prefs: Any) -> bool:
     temperature = prefs.get("temperature")
     if temperature is None:
         return False
-    return isinstance(temperature, bool) or not isinstance(temperature, int | float)
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+        return True
+    try:
+        return not math.isfinite(temperature)  # 1e400 reads as inf; no provider takes it
+    except OverflowError:  # 10**400: no float holds it
+        return True
 
 
 # -- what Hypothesis generates -----------------------------------------------------
@@ -515,6 +528,7 @@ junk = st.recursive(
 text_block = st.fixed_dictionaries({"type": st.just("text"), "text": st.sampled_from(QUICK_TEXTS)})
 content = st.one_of(
     st.sampled_from(QUICK_TEXTS),
+    st.sampled_from(["hello \ud800", "\udfff"]),
     text_block,
     st.lists(text_block, min_size=1, max_size=2),
     junk,
@@ -716,6 +730,17 @@ def _nested(depth: int, shape: str) -> bytes:
     return b"[" * depth  # never closed
 
 
+def _infer_with(preferences: str, request_id: str) -> bytes:
+    return (
+        '{"jsonrpc":"2.0","id":"%s","method":"inference/request","params":{"featureSet":'
+        '"fuzz.whole","messages":[{"role":"user","content":"hello"}],"preferences":%s}}'
+        % (request_id, preferences)
+    ).encode()
+
+
+TEMPERATURE_1E400 = _infer_with('{"temperature":1e400}', "h-t1")
+TEMPERATURE_HUGE_INT = _infer_with('{"temperature":1%s}' % ("0" * 400), "h-t2")
+
 raw_bytes = st.one_of(
     st.binary(max_size=40),
     st.text(max_size=40).map(lambda s: s.encode("utf-8")),
@@ -745,6 +770,8 @@ raw_bytes = st.one_of(
             b'{"jsonrpc":"2.0","id":"h-nl","method":"ping"}\n\n',
             b'{"jsonrpc":"2.0","method":"mcpl/manifestChanged","params":{"revision":"r"}}',
             b'{"jsonrpc":"2.0","id":1e400,"method":"ping"}',
+            TEMPERATURE_1E400,
+            TEMPERATURE_HUGE_INT,
         ]
     ),
     st.integers(MAX_FRAME_BYTES - 64, MAX_FRAME_BYTES + 4096).map(_big_request),
@@ -1192,6 +1219,30 @@ def play(scenarios: Iterable[Scenario]) -> Figures:
         finally:
             runner.run(rig.close())
     return figures
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        TEMPERATURE_1E400,  # was passed on as inf: the provider's body encoder failed
+        TEMPERATURE_HUGE_INT,  # was -32603, OverflowError from float()
+        # was passed on, and no provider body could encode it: -32603, a traceback logged
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "id": "h-s",
+                "method": "inference/request",
+                "params": {
+                    "featureSet": "fuzz.whole",
+                    "messages": [{"role": "user", "content": "hello \ud800"}],
+                },
+            }
+        ),
+    ],
+)
+def test_what_the_fuzz_found_is_answered_invalid_params(data: bytes) -> None:
+    figures = play([Scenario([Raw(data)], hook=False, chunk_sizes=[], ending="close")])
+    assert figures.outcomes == Counter({INVALID_PARAMS: 1, "result": 1})  # and the probe
 
 
 def test_generated_frames_leave_the_connection_up_and_every_request_answered_once() -> None:

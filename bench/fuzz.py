@@ -1,7 +1,7 @@
 """The full MCPL fuzz: at least 100,000 generated frames through the stdio reader, the
 JSON-RPC peer and the MCPL admission checks (issue 16).
 
-It runs `tests/mcpl/test_fuzz.py`'s `fuzz()`, the same scenarios and the same oracle as
+It runs `tests/mcpl/fuzz_rig.py`'s `fuzz()`, the same scenarios and the same oracle as
 the short run in `make test`, in rounds of `--examples` scenarios, round r with seed
 `--seed` + r, until `--frames` frames have been fed; then prints the frames run, the
 answers checked (each against its id's expected count and outcome) and the time. A
@@ -22,11 +22,11 @@ from pathlib import Path
 
 from loguru import logger
 
-TEST_FILE = Path(__file__).resolve().parent.parent / "tests" / "mcpl" / "test_fuzz.py"
+RIG_FILE = Path(__file__).resolve().parent.parent / "tests" / "mcpl" / "fuzz_rig.py"
 
 
 def load_fuzz_module() -> object:
-    spec = importlib.util.spec_from_file_location("mcpl_fuzz", TEST_FILE)
+    spec = importlib.util.spec_from_file_location("fuzz_rig", RIG_FILE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

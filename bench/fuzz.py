@@ -48,7 +48,12 @@ def main() -> int:
     logger.add(sys.stderr, level="ERROR")
     round_ = 0
     while figures.frames < args.frames:
-        fuzz(args.examples, seed_value=first_seed + round_, figures=figures)
+        fuzz(
+            args.examples,
+            seed_value=first_seed + round_,
+            figures=figures,
+            profile="mcpl-fuzz-full",
+        )
         round_ += 1
         print(f"round {round_} (seed {first_seed + round_ - 1}): {figures}", flush=True)
     print(f"\nheld: {figures}")

@@ -140,7 +140,7 @@ def answer_for(request: Request) -> Any:
     if text == "partial":
         return Partial(InferenceError("network", "scripted cut"), text="par")
     if text == "refuse":
-        return Response([TextBlock("no")], StopInfo("refusal", "refusal"), Usage(1, 1), "m1")
+        return Response([TextBlock("no")], StopInfo("refusal", "refusal"), Usage(1, 1), "m1", "m1")
     return None  # the default: "hello", end_turn
 
 
@@ -319,7 +319,7 @@ class Model:
             or not isinstance(method, str)
             or (params is not None and not isinstance(params, dict | list))
         )
-        if malformed:
+        if malformed or not isinstance(method, str):
             self._refusal(raw_id if _valid_id(raw_id) else None)
             return
         if "id" not in message:
@@ -557,6 +557,33 @@ inference_params = st.fixed_dictionaries(
         "conversationId": st.one_of(st.text(max_size=4), junk),
         "preferences": preferences,
     },
+)
+# Requests as a well-behaved server sends them, so that a good share reach the provider
+# (streamed ones through their chunks), the provider answering by the last message.
+good_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant"]), "content": st.sampled_from(QUICK_TEXTS)}
+)
+good_inference_params = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "featureSet": st.just("fuzz.whole"),
+            "messages": st.lists(good_message, min_size=1, max_size=2),
+        },
+        optional={"stream": st.just(False)},
+    ),
+    st.fixed_dictionaries(
+        {
+            "featureSet": st.just("fuzz.streamed"),
+            "stream": st.booleans(),
+            "messages": st.lists(good_message, min_size=1, max_size=2),
+        },
+        optional={
+            "conversationId": st.text(max_size=4),
+            "preferences": st.fixed_dictionaries(
+                {"maxTokens": st.integers(1, 4096), "temperature": st.floats(0, 2)}
+            ),
+        },
+    ),
 )
 push_params = st.fixed_dictionaries(
     {"featureSet": feature_set},
@@ -832,6 +859,8 @@ def _hostile(members: dict[str, Any], id_spec: tuple[str, Any], pick: int) -> Ho
 
 pool_id = st.sampled_from(POOL_IDS)
 frames = st.one_of(
+    st.builds(Call, st.just("inference/request"), pool_id, good_inference_params),
+    st.builds(Call, st.just("inference/request"), pool_id, good_inference_params),
     st.builds(Call, st.just("inference/request"), pool_id, inference_params),
     st.builds(Call, st.just("push/event"), pool_id, push_params),
     st.builds(Call, st.sampled_from(OTHER_METHODS), pool_id, st.one_of(st.none(), junk)),

@@ -35,7 +35,13 @@ in flight?) it allows both and says so. The rules, and where they come from:
   method never answered MUST be answered with an error; before the answer, §5.3-§5.4 (the
   grant: -32002), §6.5 (`featureSet` named, declared -32003, enabled -32001), §6.4 (its
   `uses` covers what the request exercises, -32001), §10.7 (an `inference/request` while
-  the host's context hook is pending is refused -32603), §11.2 (params, -32602).
+  the host's context hook is pending is refused -32603), §11.2 (params, -32602: a
+  temperature is a finite number, message text is text, no lone surrogate escape).
+
+Beyond the counts, each scenario checks that the connection is still up after its frames
+(a probe ping is answered, every frame before it read), that no `inference/chunk` follows
+its request's answer, that the host logged no error (bad input is answered, never a
+traceback), and that every trace reached the JSONL trace file (SPEC §13.2, audit).
 
 `fuzz()` runs N generated scenarios, `play()` given ones; `test_fuzz.py` runs a few
 thousand frames in `make test`, `bench/fuzz.py` the full count. A failure prints the

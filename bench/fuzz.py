@@ -9,6 +9,7 @@ failure stops the run and prints the falsifying scenario and the blob that
 `@reproduce_failure` replays; the same seed repeats the same run.
 
     .venv/bin/python bench/fuzz.py [--frames 100000] [--examples 500] [--seed 20261201]
+        [--shrink]
 
 Not part of ``make test`` (that runs the short version).
 """
@@ -39,6 +40,12 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=100_000)
     parser.add_argument("--examples", type=int, default=500, help="scenarios per round")
     parser.add_argument("--seed", type=int, default=None, help="the first round's seed")
+    parser.add_argument(
+        "--shrink",
+        action="store_true",
+        help="shrink a failure to its smallest form (minutes: a scenario that fails by "
+        "missing answers waits out its bound each time)",
+    )
     args = parser.parse_args()
     module = load_fuzz_module()
     fuzz = module.fuzz  # type: ignore[attr-defined]
@@ -52,7 +59,7 @@ def main() -> int:
             args.examples,
             seed_value=first_seed + round_,
             figures=figures,
-            profile="mcpl-fuzz-full",
+            profile="mcpl-fuzz-full" if args.shrink else "mcpl-fuzz",
         )
         round_ += 1
         print(f"round {round_} (seed {first_seed + round_ - 1}): {figures}", flush=True)

@@ -1002,7 +1002,8 @@ class Rig:
         """Every trace reached the JSONL file whole (SPEC §13.2: the audit trail), one
         `mcpl:inference_start` for each call the provider took."""
         starts = 0
-        for line in self.traces.read_text(encoding="utf-8").splitlines():
+        # Split on "\n" only: JSON text may hold U+2028 or U+0085, which splitlines() splits on.
+        for line in self.traces.read_text(encoding="utf-8").split("\n")[:-1]:
             trace = json.loads(line)
             starts += trace.get("type") == "mcpl:inference_start"
         assert starts == len(self.provider.calls), (

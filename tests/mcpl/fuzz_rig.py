@@ -1244,7 +1244,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "mcpl-fuzz-full", settings.get_profile("mcpl-fuzz"), phases=list(Phase)
-)  # bench/fuzz.py: no timeout, so a failure is shrunk to its smallest form
+)  # bench/fuzz.py --shrink: a failure shrunk to its smallest form (no timeout there)
 SEED = 20261201
 CI_EXAMPLES = 40
 """In `make test`: a few thousand frames in well under a minute; `bench/fuzz.py` runs 100,000."""

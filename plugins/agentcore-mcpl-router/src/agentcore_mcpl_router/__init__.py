@@ -170,9 +170,7 @@ def _preferences(params: dict[str, Any], routing: RoutingSettings) -> tuple[int,
     except OverflowError:
         value = math.inf
     if not math.isfinite(value):
-        raise McplError(
-            INVALID_PARAMS, "params.preferences.temperature must be a finite number"
-        )
+        raise McplError(INVALID_PARAMS, "params.preferences.temperature must be a finite number")
     return max_tokens, value
 
 

@@ -10,6 +10,7 @@ kernel declares that section, and the sink reads it as its own.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from agentcore.settings import TracesSettings
 
 if TYPE_CHECKING:
     from agentcore.plugins import PluginContext
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -38,8 +41,16 @@ class TraceEvent:
         return {"type": self.type, "timestamp": self.timestamp, **self.fields}
 
     def to_json(self) -> str:
-        """One line of JSON, with any known secret redacted."""
-        return redact_log(json.dumps(self.to_dict(), default=str, ensure_ascii=False))
+        """One line of JSON, with any known secret redacted; always encodable as UTF-8.
+
+        Text stays readable (not \\u-escaped), except that a lone surrogate, which a peer
+        can send as a valid JSON escape (an MCPL request id ``"\\ud800"``), has no UTF-8
+        form: a trace holding one is written all-ASCII, escapes and all, so that it is not
+        lost to the sink's write."""
+        text = json.dumps(self.to_dict(), default=str, ensure_ascii=False)
+        if not text.isascii() and _LONE_SURROGATE.search(text):
+            text = json.dumps(self.to_dict(), default=str)
+        return redact_log(text)
 
 
 class JsonlTraceSink:

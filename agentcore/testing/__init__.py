@@ -126,8 +126,10 @@ answers, one per call; once it is empty every call plays ``provider.default``
 - a list of steps, played in order: a stream event is yielded, an exception is
   raised, a `Stall` waits (``complete()`` returns a `Response`, or a `Complete`'s)
 
-``latency_s`` is waited at the start of every call. What it saw: ``calls`` (a list
-of `ScriptedCall`: model, request, tag (``metadata["tag"]``), streamed,
+``answer_for`` (a function of the `Request`) picks a call's answer by its request
+whatever the order of concurrent calls (say, by its last message); where it returns
+None the script plays. ``latency_s`` is waited at the start of every call. What it
+saw: ``calls`` (a list of `ScriptedCall`: model, request, tag (``metadata["tag"]``), streamed,
 started_at / ended_at, ending), ``models``, ``log`` (`CallEvent` start and end, in
 order; ``starts()``), ``endings`` (how each streamed attempt ended: ``finished``,
 ``GeneratorExit`` when closed before its terminal, or ``CancelledError``),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +113,9 @@ class ScriptedProvider:
     """A provider whose calls follow a script, one answer per call.
 
     `script` is the queue of answers; each call takes the next, and once it is
-    empty every call plays `default` (`OK` unless set). An answer is:
+    empty every call plays `default` (`OK` unless set). With `answer_for`, a call
+    whose request it answers (anything but None) plays that instead, whatever the
+    order of concurrent calls: say, by the request's last message. An answer is:
 
     - a list of steps, played in order: a stream event is yielded, an exception
       is raised, a `Stall` waits. For `complete()` a `Response` is returned, a
@@ -143,12 +145,14 @@ class ScriptedProvider:
         kind: str = SCRIPTED_KIND,
         default: Any = OK,
         latency_s: float = 0.0,
+        answer_for: Callable[[Request], Any] | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
         self.script: list[Any] = list(answers)
         self.default = default
         self.latency_s = latency_s
+        self.answer_for = answer_for
         self.calls: list[ScriptedCall] = []
         self.log: list[CallEvent] = []
         self.endings: list[str] = []
@@ -171,7 +175,9 @@ class ScriptedProvider:
         call = ScriptedCall(model, request, streamed, time.time())
         self.calls.append(call)
         self.log.append(CallEvent("start", call.tag, model, call.started_at))
-        answer = self.script.pop(0) if self.script else self.default
+        answer = self.answer_for(request) if self.answer_for is not None else None
+        if answer is None:
+            answer = self.script.pop(0) if self.script else self.default
         return call, answer
 
     def _end(self, call: ScriptedCall) -> None:

@@ -517,6 +517,22 @@ async def test_the_jsonl_sink_appends_across_kernels(make_kernel, scripted, tmp_
     assert types == ["inference:start", "inference:complete"] * 2
 
 
+async def test_the_jsonl_sink_keeps_a_trace_that_holds_a_lone_surrogate(make_kernel, tmp_path):
+    # A peer can send one as a valid JSON escape: an MCPL request id "\ud800" (found by
+    # tests/mcpl/test_fuzz.py). It has no UTF-8 form, so the line is written escaped.
+    path = tmp_path / "traces.jsonl"
+    kernel = make_kernel(
+        plugins={"jsonl-traces": JsonlTraceSink}, env={"AGENTCORE_TRACES__JSONL": str(path)}
+    )
+    async with kernel:
+        await kernel.emit("mcpl:inference_start", requestId="\ud800", featureSet="mémoire")
+        await kernel.emit("acme:note", text="mémoire")
+    first, second = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(first)["requestId"] == "\ud800"
+    assert json.loads(first)["featureSet"] == "mémoire"
+    assert '"text": "mémoire"' in second  # readable, not escaped, when it can be
+
+
 async def test_the_jsonl_sink_keeps_the_traces_of_inferences_failed_by_shutdown(
     make_kernel, scripted, tmp_path
 ):

@@ -46,6 +46,19 @@ async def test_answers_play_in_order_then_the_default() -> None:
     assert [c.event for c in provider.log] == ["start", "end"] * 5
 
 
+async def test_answer_for_picks_by_request_and_leaves_the_rest_to_the_script() -> None:
+    error = InferenceError("server", "boom", status=500)
+    provider = ScriptedProvider(
+        text_response("scripted"),
+        answer_for=lambda request: error if request.metadata.get("tag") == "fail" else None,
+    )
+    with pytest.raises(InferenceError):
+        await provider.complete(req("fail"), "m1")
+    assert (await provider.complete(req(), "m1")).text == "scripted"
+    assert (await provider.complete(req(), "m1")).text == "hello"  # the script ran out
+    assert [c.tag for c in provider.calls] == ["fail", None, None]
+
+
 async def test_complete_raises_and_records_a_cancel() -> None:
     error = InferenceError("rate_limit", "slow down", status=429)
     provider = ScriptedProvider(error, STALL)

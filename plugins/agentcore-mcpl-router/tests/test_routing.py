@@ -123,6 +123,9 @@ def test_parse_messages_accepts_strings_blocks_and_system() -> None:
         ([{"role": "user", "content": 3}], "string or text blocks"),
         ([{"role": "user", "content": [{"type": "image"}]}], "not text"),
         ([{"role": "system", "content": "only system"}], "no user or assistant"),
+        # Valid JSON escapes, but no provider body can carry them (tests/mcpl/test_fuzz.py).
+        ([{"role": "user", "content": "hi \ud800"}], "messages[0].content holds a lone"),
+        ([{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}], "lone surrogate"),
     ],
 )
 def test_parse_messages_rejects_with_invalid_params(messages: object, fragment: str) -> None:

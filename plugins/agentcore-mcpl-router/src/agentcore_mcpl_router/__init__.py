@@ -24,6 +24,8 @@ not answered: its task is cancelled, which closes the provider call, and the
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 from contextlib import aclosing
 from typing import Any
 
@@ -61,6 +63,9 @@ from agentcore.redaction import StreamRedactor
 from agentcore.settings import ModelReference, Section
 
 DEFAULT_MAX_TOKENS = 1024
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""Valid in a JSON string as an escape (``"\\ud800"``), but no text: no provider body can
+carry it as UTF-8."""
 
 
 class RoutingSettings(Section):
@@ -120,7 +125,7 @@ def parse_messages(raw: Any) -> tuple[list[Message], str | None]:
 
 def _content_text(content: Any, i: int) -> str:
     if isinstance(content, str):
-        return content
+        return _checked_text(content, i)
     if isinstance(content, dict):
         content = [content]
     if isinstance(content, list):
@@ -136,8 +141,18 @@ def _content_text(content: Any, i: int) -> str:
                     INVALID_PARAMS, f"params.messages[{i}].content text is not a string"
                 )
             parts.append(text)
-        return "".join(parts)
+        return _checked_text("".join(parts), i)
     raise McplError(INVALID_PARAMS, f"params.messages[{i}].content must be a string or text blocks")
+
+
+def _checked_text(text: str, i: int) -> str:
+    if not text.isascii() and _LONE_SURROGATE.search(text):
+        raise McplError(
+            INVALID_PARAMS,
+            f"params.messages[{i}].content holds a lone surrogate (a \\ud800-\\udfff escape "
+            "without its pair), which is not text",
+        )
+    return text
 
 
 def _preferences(params: dict[str, Any], routing: RoutingSettings) -> tuple[int, float | None]:
@@ -148,11 +163,18 @@ def _preferences(params: dict[str, Any], routing: RoutingSettings) -> tuple[int,
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise McplError(INVALID_PARAMS, "params.preferences.maxTokens must be a positive integer")
     temperature = prefs.get("temperature")
-    if temperature is not None and (
-        isinstance(temperature, bool) or not isinstance(temperature, int | float)
-    ):
+    if temperature is None:
+        return max_tokens, None
+    # JSON allows 1e400 (read as inf) and 10**400 (no float holds it); no provider does.
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
         raise McplError(INVALID_PARAMS, "params.preferences.temperature must be a number")
-    return max_tokens, None if temperature is None else float(temperature)
+    try:
+        value = float(temperature)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise McplError(INVALID_PARAMS, "params.preferences.temperature must be a finite number")
+    return max_tokens, value
 
 
 class McplRouter:

@@ -35,7 +35,8 @@ class Watchdog:
         self.waiting = False
         self.expired: str | None = None
         self._cancelled_task = False
-        self._handle = self._loop.call_at(self._deadline(), self._check)
+        self._overdue = False  # expired once already, given one more turn
+        self._handle: asyncio.Handle = self._loop.call_at(self._deadline(), self._check)
 
     def _deadline(self) -> float:
         return min(self._last + self._progress_s, self._started + self._request_s)
@@ -46,7 +47,15 @@ class Watchdog:
     def _check(self) -> None:
         deadline = self._deadline()
         if self._loop.time() < deadline:
+            self._overdue = False
             self._handle = self._loop.call_at(deadline, self._check)
+            return
+        if self.waiting and not self._overdue:
+            # After a stall the loop runs this overdue timer in the same turn as the
+            # provider's bytes arrive, before the wake-up of the task that would read
+            # them (it is scheduled behind us). One more turn lets it read them first.
+            self._overdue = True
+            self._handle = self._loop.call_soon(self._check)
             return
         if self._last + self._progress_s <= self._started + self._request_s:
             self.expired = PROGRESS_TIMEOUT

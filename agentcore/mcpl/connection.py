@@ -230,6 +230,48 @@ def _denied(capability: str, why: str | None = None, **extra: Any) -> McplError:
     return McplError(CAPABILITY_DENIED, message, {"capability": capability, **extra})
 
 
+class SessionHandle:
+    """One session of a `ServerConnection`, as the requests that arrived on it see it
+    (`McplRequest.server`): what a request sends goes to its own session or nowhere.
+
+    A reconnect is a new connection with its own handshake and grant (SPEC §5.3: "After
+    initialization, hosts MUST send `featureSets/update`"; §5.4: "The host computes the
+    effective grant per connection"), and its JSON-RPC ids start again, so a chunk of a
+    request from the old session must never reach the new one, where the same id may name
+    another request. Once its session is gone, `notify` raises `ConnectionClosed`.
+    """
+
+    __slots__ = ("_connection", "_peer")
+
+    def __init__(self, connection: ServerConnection, peer: JsonRpcPeer) -> None:
+        self._connection = connection
+        self._peer = peer
+
+    @property
+    def name(self) -> str:
+        return self._connection.name
+
+    @property
+    def live(self) -> bool:
+        """True while this is the connection's current session and it is not closing."""
+        return self._connection._current_peer() is self._peer and not self._peer.closing
+
+    @property
+    def grant(self) -> frozenset[str]:
+        """The effective grant of this session; empty once it is gone."""
+        return self._connection.grant if self.live else frozenset()
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification on this session; `ConnectionClosed` once it is gone,
+        McplError -32002 for one the grant does not allow."""
+        if not self.live:
+            raise ConnectionClosed(
+                f"mcpl server {self.name}: the session this request arrived on is gone"
+            )
+        self._connection._check_outbound(method)
+        await self._peer.notify(method, params)
+
+
 class ServerConnection:
     """The host's connection to one `[mcpl.servers.NAME]`; implements `ServerHandle`.
 
@@ -267,6 +309,7 @@ class ServerConnection:
         self._fetch_interval_s = manifest_fetch_interval_s
         self._log = logger.bind(mcpl_server=name)
         self._peer: JsonRpcPeer | None = None
+        self._session: SessionHandle | None = None  # what requests of the current session see
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
         self.closed = asyncio.Event()
@@ -379,6 +422,9 @@ class ServerConnection:
         peer = self._live_peer()
         self._check_outbound(method)
         self._outbox.put(peer, method, params)
+
+    def _current_peer(self) -> JsonRpcPeer | None:
+        return None if self._closing else self._peer
 
     def _live_peer(self) -> JsonRpcPeer:
         peer = self._peer
@@ -499,6 +545,7 @@ class ServerConnection:
             transport, self._on_request, self._on_notification, name=f"mcpl server {self._name}"
         )
         self._peer = peer
+        self._session = SessionHandle(self, peer)
         self.sessions += 1
         peer.start()
         try:
@@ -991,7 +1038,9 @@ class ServerConnection:
                 "inference (SPEC §10.7)",
                 {"reason": "context_hook"},
             )
-        return McplRequest(server=self, id=request_id, method=method, params=params)
+        # Bound to the session it arrived on, never to "whichever session is current".
+        assert self._session is not None, "a request arrives only on an open session"
+        return McplRequest(server=self._session, id=request_id, method=method, params=params)
 
     def _check_feature_set(self, name: object, exercised: list[str]) -> None:
         if not isinstance(name, str) or not name:
@@ -1099,6 +1148,7 @@ __all__ = [
     "McplStartError",
     "PolicyStep",
     "ServerConnection",
+    "SessionHandle",
     "TraceEmitter",
     "host_capabilities",
 ]

@@ -270,15 +270,16 @@ class JsonRpcPeer:
             # stay silent: we answer it instead, exactly once.
             entries = list(self._inflight.items())
             self._inflight.clear()
-            for _, entry in entries:
-                if entry.task is not current:
-                    entry.task.cancel()
+            cancelled = {entry.task for _, entry in entries if entry.task is not current}
+            for task in cancelled:
+                task.cancel()
             if answer_inflight_with is not None and entries:
                 await self._answer_all(entries, answer_inflight_with.to_wire())
             # Let cancelled handlers unwind and answers already being sent go out.
             others = {t for t in self._tasks if t is not current}
             if others:
-                await asyncio.wait(others, timeout=CLOSE_DRAIN_TIMEOUT_S)
+                _, running = await asyncio.wait(others, timeout=CLOSE_DRAIN_TIMEOUT_S)
+                self._cancel_again(running & cancelled)
             self._fail_pending()
         finally:
             try:
@@ -287,6 +288,20 @@ class JsonRpcPeer:
                 logger.warning("{}: closing the transport failed: {}", self.name, exc)
             self._fail_pending()
             self._closed.set()
+
+    def _cancel_again(self, survivors: set[asyncio.Task[None]]) -> None:
+        """Cancel again a handler still running after its cancellation: some code on its
+        way swallowed the first (a bug). Logged with where it runs, to find that code."""
+        for task in survivors:
+            where = _awaiting(task.get_coro())
+            logger.error(
+                "{}: {} kept running after its session closed and it was cancelled; "
+                "cancelling it again. It was at: {}",
+                self.name,
+                task.get_name(),
+                where or "?",
+            )
+            task.cancel()
 
     def cancel(self, request_id: object, *, method: str) -> bool:
         """Stop serving an inbound `method` request that the other side cancelled.
@@ -588,6 +603,32 @@ class JsonRpcPeer:
             future.set_result(message["result"])
         else:
             future.set_exception(_remote_error(message["error"]))
+
+
+def _awaiting(awaitable: object) -> str:
+    """Where a suspended coroutine is, down its chain of awaits (a task's `get_stack`
+    shows only its outermost frame); an async generator's `anext` ends the chain."""
+    places: list[str] = []
+    while awaitable is not None and len(places) < 40:
+        frame = next(
+            (
+                getattr(awaitable, name)
+                for name in ("cr_frame", "ag_frame", "gi_frame")
+                if getattr(awaitable, name, None) is not None
+            ),
+            None,
+        )
+        if frame is not None:
+            places.append(f"{frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})")
+        awaitable = next(
+            (
+                getattr(awaitable, name)
+                for name in ("cr_await", "ag_await", "gi_yieldfrom")
+                if getattr(awaitable, name, None) is not None
+            ),
+            None,
+        )
+    return " -> ".join(places)
 
 
 def _remote_error(error: object) -> RemoteError:

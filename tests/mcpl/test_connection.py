@@ -278,7 +278,9 @@ async def test_each_refusal_code_in_order(connect: Connect) -> None:
     answer = await call(conn, "inference/request", INFER)
     assert answer["result"] == RESULT
     assert [r.method for r in host.seen] == ["inference/request"]
-    assert host.seen[0].server is conn
+    # The request's handle is its session's, not the connection: see the session tests.
+    assert host.seen[0].server.name == conn.name
+    assert host.seen[0].server.grant == conn.grant
     assert host.seen[0].params == INFER
 
 
@@ -456,6 +458,35 @@ async def test_reconnect_starts_a_new_session_with_a_new_handshake(connect: Conn
     assert seen["featureSetsUpdate"]["enabled"]
     assert (await call(conn, "inference/request", INFER))["result"] == RESULT
     assert not conn.closed.is_set()
+
+
+async def test_a_request_sends_only_on_the_session_it_arrived_on(connect: Connect) -> None:
+    # The soak's bug: a request of a lost session sent its chunks on the next session,
+    # where request ids start again, so they landed on another request with the same id.
+    host = Host()
+    host.block = True
+    conn = await connect(host=host, reconnect=ReconnectPolicy(initial_delay_s=0.01))
+    calling = asyncio.create_task(call(conn, "inference/request", INFER))
+    await asyncio.wait_for(host.entered.wait(), TIMEOUT)
+    old = host.seen[0]
+    with pytest.raises(ConnectionClosed):
+        await conn.request("test/exit", {}, timeout=TIMEOUT)
+    async with asyncio.timeout(TIMEOUT):
+        while not (conn.sessions == 2 and conn.ready):
+            await asyncio.sleep(0.01)
+    chunk = {"requestId": old.id, "index": 0, "delta": "stale"}
+    with pytest.raises(ConnectionClosed, match="session this request arrived on is gone"):
+        await old.server.notify("inference/chunk", chunk)
+    assert old.server.grant == frozenset()
+    # A request of the new session sends on it.
+    host.block = False
+    streamed = {**INFER, "stream": True, "featureSet": "memory.streamed"}
+    assert (await call(conn, "inference/request", streamed))["result"] == RESULT
+    new = host.seen[-1]
+    await new.server.notify("inference/chunk", {"requestId": new.id, "index": 0, "delta": "x"})
+    assert new.server.grant == conn.grant
+    with pytest.raises(ConnectionClosed):
+        await calling
 
 
 async def test_a_cancel_for_a_request_other_than_inference_changes_nothing(

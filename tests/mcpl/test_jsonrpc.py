@@ -653,3 +653,36 @@ async def test_a_frame_sent_while_another_waits_on_the_transport_goes_after_it()
     transport.drained.set()
     await asyncio.wait_for(asyncio.gather(waiting, third), TIMEOUT)
     assert transport.wire == ["first", "second", "third"]
+
+
+async def test_a_handler_that_swallowed_its_cancellation_is_cancelled_again_on_close(
+    log_messages: list[str],
+) -> None:
+    # The soak saw an inference/request run on after its session closed (its first
+    # cancellation lost on the way); close() must not leave it running.
+    entered = asyncio.Event()
+    ended: list[str] = []
+
+    async def swallows_once(request_id: RequestId, method: str, params: Params) -> Any:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # the lost cancel
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            ended.append("cancelled again")
+            raise
+        return None
+
+    peer_end, raw = memory_pair()
+    peer = JsonRpcPeer(peer_end, swallows_once, name="under-test")
+    peer.start()
+    await raw.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "slow"}))
+    await asyncio.wait_for(entered.wait(), TIMEOUT)
+    await asyncio.wait_for(peer.close(McplError(INTERNAL_ERROR, "closing")), TIMEOUT)
+    await asyncio.sleep(0)
+    assert ended == ["cancelled again"]
+    [logged] = [m for m in log_messages if "kept running after its session closed" in m]
+    assert "swallows_once" in logged

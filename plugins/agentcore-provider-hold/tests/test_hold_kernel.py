@@ -436,3 +436,42 @@ async def test_a_probe_refused_by_a_later_policy_hands_over_to_the_next(
         assert (await kernel.complete(req(tag="c"))).text == "hello"
     assert [c.tag for c in provider.calls] == ["a", "c"]
     assert len(recorder.of("provider:release")) == 1
+
+
+class ClaimGrantedReplyLate(KeysSeen):
+    """A store that grants the first probe claim, whose reply then has not reached the
+    caller yet (a Redis reply on its way) when the caller is cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.granted = asyncio.Event()
+
+    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
+        claimed = await super().claim_probe(key, owner, lease_s)
+        if not self.granted.is_set():
+            self.granted.set()
+            await asyncio.Event().wait()  # the reply, still on its way
+        return claimed
+
+
+async def test_a_call_cancelled_while_its_probe_claim_is_granted_leaves_no_claim_behind(
+    load: Load, provider: Any
+) -> None:
+    """Found with bench/soak.py: an MCPL request whose session closed while its claim was on
+    its way was granted the probe and never ran; every call to the model waited behind it
+    for the probe's lease to lapse."""
+    store = ClaimGrantedReplyLate()
+    provider.script = [limited(0.01)]
+    async with load(plugins={"provider-hold": ProviderHold(store=store)}) as kernel:
+        await fail(kernel, req(tag="a"))  # the hold
+        probe = asyncio.create_task(kernel.complete(req(tag="b")))
+        await store.granted.wait()
+        probe.cancel()  # its session closed
+        with pytest.raises(asyncio.CancelledError):
+            await probe
+        [key] = store.keys
+        async with asyncio.timeout(5):
+            while (hold := await store.get_hold(key)) is not None and hold.probe is not None:
+                await asyncio.sleep(0.001)
+        # The next call goes first, as the probe, without waiting for a lease to lapse.
+        assert (await kernel.complete(req(tag="c"))).text == "hello"

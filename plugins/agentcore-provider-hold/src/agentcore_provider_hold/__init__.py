@@ -231,7 +231,7 @@ class ProviderHold:
                             raise hold_too_long(attempt, hold, remaining, max_wait, setting)
                         until: float | None = time.monotonic() + remaining
                         sleep_s = remaining
-                    elif await store.claim_probe(key, owner, PROBE_LEASE_S):
+                    elif await self._claim(key, owner):
                         self._probe(owner, key)
                         return  # the probe: it goes alone, and its outcome decides for the rest
                     else:
@@ -264,6 +264,22 @@ class ProviderHold:
                 **unavailable_fields(store, "provider-hold", attempt, exc, admitted),
             )
         return admitted
+
+    async def _claim(self, key: str, owner: str) -> bool:
+        """Claim the probe. A call cancelled while the claim is on its way (its session
+        closed) may have been granted it: the claim is dropped, or every call to the model
+        would wait behind a probe that never runs until its lease lapsed."""
+        try:
+            return await self.store.claim_probe(key, owner, PROBE_LEASE_S)
+        except BaseException:
+            self._drop_soon(key, owner)  # dropping a probe another owns does nothing
+            raise
+
+    def _drop_soon(self, key: str, owner: str) -> None:
+        """Drop a probe claim in a task of its own: a cancelled caller cannot stop it."""
+        task = asyncio.create_task(self._drop(key, owner), name="provider-hold probe drop")
+        self._drops.add(task)
+        task.add_done_callback(self._drops.discard)
 
     def _probe(self, owner: str, key: str) -> None:
         self._probes[owner] = key
@@ -336,9 +352,7 @@ class ProviderHold:
             return
         ended = f"{self._owner_prefix}:{event.fields.get('inferenceId')}:"
         for owner in [o for o in self._probes if o.startswith(ended)]:
-            task = asyncio.create_task(self._drop(self._probes.pop(owner), owner))
-            self._drops.add(task)
-            task.add_done_callback(self._drops.discard)
+            self._drop_soon(self._probes.pop(owner), owner)
 
     async def _drop(self, key: str, owner: str) -> None:
         try:

@@ -59,7 +59,20 @@ __all__ = ["HTTPProvider", "env_proxy", "transport_error"]
 _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 """What the library raises for a failure below HTTP; `transport_error` maps each."""
 
-_json_body = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_readable_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_ascii_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def _json_body(body: object) -> bytes:
+    """`body` as UTF-8 JSON. A lone UTF-16 surrogate (valid JSON text, ``"\\ud800"``, so a
+    caller's string may hold one) has no UTF-8 form: such a body is sent all-ASCII, with
+    the surrogate as that same JSON escape, as the vendors' own SDKs send it; whether the
+    provider takes it is the provider's to say."""
+    text = _readable_json(body)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _ascii_json(body).encode()
 
 
 class HTTPProvider:

@@ -3,6 +3,7 @@ loopback provider server; each case also proves no HTTP connection is left open.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -439,3 +440,26 @@ async def test_key_is_sent_and_never_logged(
     assert lines, "the unmapped stop token should have been logged"
     assert not any(API_KEY in line for line in lines)
     assert API_KEY not in repr(loopback_provider.calls_to(provider)[-1])
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_text_with_a_lone_surrogate_is_sent_as_a_json_escape(
+    loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+) -> None:
+    """A lone UTF-16 surrogate is valid in JSON text (``"\\ud800"``) but has no UTF-8 form:
+    the body carries it as the same JSON escape, so the provider gets exactly what the
+    caller sent, and other text in the same body stays as it was."""
+    text = f"a\ud800b {TEXT}"
+    loopback_provider.script(Scenario.text("ok"), provider=provider)
+    async with kernel_for() as kernel:
+        req = Request(f"{provider}:model-x", [Message.user(text)])
+        if streamed:
+            events = [event async for event in kernel.stream(req)]
+            assert isinstance(events[-1], Complete), events[-1]
+        else:
+            await kernel.complete(req)
+    await loopback_provider.wait_idle()
+    call = loopback_provider.calls_to(provider)[-1]
+    assert call.headers["content-type"] == "application/json"
+    assert text in json.dumps(call.body, ensure_ascii=False)

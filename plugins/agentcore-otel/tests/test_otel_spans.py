@@ -14,6 +14,9 @@ from typing import Any
 import pytest
 from agentcore_otel import OtelExport, OtelSettings, export_enabled, otlp_exporters
 from agentcore_rate_limit import RateLimit
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Exported
 
@@ -283,3 +286,50 @@ def test_a_wrong_setting_is_named(loopback_settings: Callable[..., Path]) -> Non
     with pytest.raises(SettingsError) as info:
         Kernel.load(path, discover_plugins=False, plugins={"otel": OtelExport})
     assert "otel.protocol" in str(info.value)
+
+
+def over_otlp_http(spans: list[ReadableSpan]) -> dict[str, dict[str, Any]]:
+    """Each span's attributes by span name, as an OTLP/HTTP receiver reads them from the
+    protobuf body the exporter POSTs (the encoder drops an attribute it cannot encode)."""
+    body = encode_spans(spans).SerializeToString()
+    received = ExportTraceServiceRequest.FromString(body)
+    return {
+        s.name: {kv.key: getattr(kv.value, kv.value.WhichOneof("value")) for kv in s.attributes}
+        for rs in received.resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+    }
+
+
+async def test_an_mcpl_request_id_with_a_lone_surrogate_still_exports(
+    otel_kernel: Callable[..., Kernel], exported: Exported
+) -> None:
+    """A JSON request id may be ``"\\ud800"``, which has no UTF-8 form: its span carries
+    the escape instead, so the OTLP export (protobuf strings are UTF-8) goes through."""
+    async with otel_kernel() as kernel:
+        ids = {"serverId": "srv-\ud800", "requestId": "\udc00-7"}
+        await kernel.emit("mcpl:inference_start", streamed=False, featureSet="f\ud800", **ids)
+        await kernel.emit("mcpl:inference_fail", error="refused \ud800", **ids)
+    [span] = exported.named("mcpl inference/request")
+    attributes = over_otlp_http([span])["mcpl inference/request"]
+    assert attributes["mcpl.server.id"] == "srv-\\ud800"
+    assert attributes["mcpl.request.id"] == "\\udc00-7"
+    assert attributes["mcpl.feature_set"] == "f\\ud800"
+    assert span.status.description == "refused \\ud800"
+
+
+async def test_a_conversation_id_and_content_with_a_lone_surrogate_still_export(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    """The exporter drops (and logs) an attribute it cannot encode: the conversation id and
+    captured content arrive, the content as JSON whose escape reads back as what was sent."""
+    provider.script(Scenario.text("fine \U0001f600"), provider="a")
+    text = "Hi \ud800 w\u00f6rld"
+    async with otel_kernel(otel={"capture_content": True}) as kernel:
+        await kernel.complete(request(text=text, metadata={"conversationId": "conv-\udfff"}))
+    attributes = over_otlp_http(exported.finished())["chat claude-otel"]
+    assert attributes["gen_ai.conversation.id"] == "conv-\\udfff"
+    inputs = json.loads(str(attributes["gen_ai.input.messages"]))
+    assert inputs[0]["parts"][0]["content"] == text  # the escape reads back as sent
+    outputs = json.loads(str(attributes["gen_ai.output.messages"]))
+    assert outputs[0]["parts"][0]["content"] == "fine \U0001f600"  # valid text untouched

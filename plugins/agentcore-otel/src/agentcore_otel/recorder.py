@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opentelemetry import trace
@@ -91,6 +91,30 @@ WAIT_BUCKETS = [0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600]
 
 def _ns(ms: int | float) -> int:
     return int(ms * 1_000_000)
+
+
+def _utf8(text: str) -> str:
+    """`text` with any lone UTF-16 surrogate as its escape (``\\ud800``). JSON text may hold
+    one (an MCPL request id ``"\\ud800"``), but OTLP's protobuf strings must be UTF-8: one
+    such attribute would fail the whole export batch, other requests' spans with it. An
+    escape, not U+FFFD, keeps two such ids apart. Only non-ASCII text costs a check."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
+def _utf8_fields(event: TraceEvent) -> TraceEvent:
+    """`event`, or a copy whose string fields are `_utf8`: every span name, attribute,
+    status and metric attribute the recorder makes from a trace comes from its fields."""
+    for value in event.fields.values():
+        if isinstance(value, str) and _utf8(value) is not value:
+            fields = {k: _utf8(v) if isinstance(v, str) else v for k, v in event.fields.items()}
+            return replace(event, fields=fields)
+    return event
 
 
 @dataclass
@@ -176,7 +200,7 @@ class Recorder:
     def record(self, event: TraceEvent) -> None:
         handler = self._handlers.get(event.type)
         if handler is not None:
-            handler(event)
+            handler(_utf8_fields(event))
 
     def end_all(self, ms: int) -> None:
         """At shutdown: end what is still open, so nothing already seen is lost."""
@@ -417,8 +441,9 @@ def _parts(blocks: list[Any]) -> list[dict[str, Any]]:
 
 
 def _json(value: Any) -> str:
-    """JSON with every registered secret masked: content may quote a key."""
-    return redact(json.dumps(redact_value(value), ensure_ascii=False, default=str))
+    """JSON with every registered secret masked: content may quote a key. A lone surrogate
+    becomes its JSON escape, so the text is UTF-8 and still reads back as what was sent."""
+    return _utf8(redact(json.dumps(redact_value(value), ensure_ascii=False, default=str)))
 
 
 def request_content(request: Request) -> dict[str, str]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
@@ -162,6 +163,16 @@ def _reject_constant(name: str) -> Any:
 
 def _loads(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant)
+
+
+def _parse_problem(exc: ValueError | RecursionError) -> str:
+    """What was wrong with a frame, in the peer's terms: Python's own wording for a number
+    too long or nesting too deep names interpreter settings, not the frame."""
+    if isinstance(exc, RecursionError):
+        return "the message is nested too deeply"
+    if isinstance(exc, json.JSONDecodeError) or str(exc).endswith(" is not JSON"):
+        return str(exc)
+    return f"a number has more than {sys.get_int_max_str_digits()} digits"
 
 
 def encode_error(request_id: RequestId | None, error: dict[str, Any]) -> str:
@@ -493,7 +504,7 @@ class JsonRpcPeer:
         try:
             message = _loads(text)
         except (ValueError, RecursionError) as exc:
-            await self._refuse(None, PARSE_ERROR, f"Parse error: {exc}")
+            await self._refuse(None, PARSE_ERROR, f"Parse error: {_parse_problem(exc)}")
             return
         if isinstance(message, list):
             await self._refuse(None, INVALID_REQUEST, "Invalid Request: batches are not supported")

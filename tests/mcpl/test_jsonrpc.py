@@ -107,6 +107,26 @@ async def test_invalid_json_is_answered_minus_32700_with_id_null(
 
 
 @pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"jsonrpc":"2.0","id":' + "9" * 5000 + ',"method":"echo"}', "more than 4300 digits"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"a": NaN}', "NaN is not JSON"),
+        ("not json", "Expecting value"),
+    ],
+    ids=["long-number", "deep-nesting", "nan", "garbage"],
+)
+async def test_a_parse_error_says_what_was_wrong_with_the_frame_not_how_to_tune_python(
+    pair: tuple[JsonRpcPeer, MemoryTransport], text: str, said: str
+) -> None:
+    _, raw = pair
+    error = (await ask(raw, text))["error"]
+    assert error["code"] == PARSE_ERROR
+    assert said in error["message"]
+    assert "sys." not in error["message"] and "recursion" not in error["message"]
+
+
+@pytest.mark.parametrize(
     ("text", "answer_id"),
     [
         ("5", None),

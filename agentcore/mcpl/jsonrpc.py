@@ -157,8 +157,12 @@ def encode_params(params: dict[str, Any] | list[Any]) -> EncodedParams:
     return EncodedParams(redact(_dumps(params)))
 
 
+class _NotJsonConstant(ValueError):
+    """NaN or Infinity in a frame: Python's json reads them, JSON does not have them."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _NotJsonConstant(f"{name} is not JSON")
 
 
 def _loads(text: str) -> Any:
@@ -170,7 +174,7 @@ def _parse_problem(exc: ValueError | RecursionError) -> str:
     too long or nesting too deep names interpreter settings, not the frame."""
     if isinstance(exc, RecursionError):
         return "the message is nested too deeply"
-    if isinstance(exc, json.JSONDecodeError) or str(exc).endswith(" is not JSON"):
+    if isinstance(exc, json.JSONDecodeError | _NotJsonConstant):
         return str(exc)
     return f"a number has more than {sys.get_int_max_str_digits()} digits"
 
@@ -621,25 +625,17 @@ def _awaiting(awaitable: object) -> str:
     shows only its outermost frame); an async generator's `anext` ends the chain."""
     places: list[str] = []
     while awaitable is not None and len(places) < 40:
-        frame = next(
-            (
-                getattr(awaitable, name)
-                for name in ("cr_frame", "ag_frame", "gi_frame")
-                if getattr(awaitable, name, None) is not None
-            ),
-            None,
-        )
+        frame = _first_attribute(awaitable, ("cr_frame", "ag_frame", "gi_frame"))
         if frame is not None:
             places.append(f"{frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})")
-        awaitable = next(
-            (
-                getattr(awaitable, name)
-                for name in ("cr_await", "ag_await", "gi_yieldfrom")
-                if getattr(awaitable, name, None) is not None
-            ),
-            None,
-        )
+        awaitable = _first_attribute(awaitable, ("cr_await", "ag_await", "gi_yieldfrom"))
     return " -> ".join(places)
+
+
+def _first_attribute(thing: object, names: tuple[str, ...]) -> Any:
+    """The first of `names` that `thing` has with a value other than None (coroutines,
+    async generators and generators name the same parts differently)."""
+    return next((v for n in names if (v := getattr(thing, n, None)) is not None), None)
 
 
 def _remote_error(error: object) -> RemoteError:

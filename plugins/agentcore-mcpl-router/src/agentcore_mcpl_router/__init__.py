@@ -220,7 +220,19 @@ class McplRouter:
         if default is None:
             raise McplError(INTERNAL_ERROR, "No default model is routed ([mcpl.routing] default)")
         # §12.2: the model's own metadata; `vendor` is its maker, not the provider kind.
-        return self._started.model_info(default).to_wire()
+        # Every field or an error, never a partial object (clients type them as required).
+        info = self._started.model_info(default)
+        unknown = info.unknown()
+        if unknown:
+            provider, model = default.split(":", 1)
+            raise McplError(
+                INTERNAL_ERROR,
+                f"model/info: this host does not know the {', '.join(unknown)} of {default} "
+                f"(the routed default); set them in [providers.{provider}.models.{model!r}]"
+                .replace("'", '"'),
+                {"model": default, "unknown": unknown},
+            )
+        return info.to_wire()
 
     async def answer_inference(self, request: McplRequest) -> dict[str, Any]:
         params = request.params

@@ -88,6 +88,7 @@ from agentcore.mcpl.compat import (
     negotiate,
     refused_in,
 )
+from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, Deadline
 from agentcore.mcpl.grants import (
     FeatureSet,
     advertised_capabilities,
@@ -257,6 +258,7 @@ class ServerConnection:
         host_capabilities: Mapping[str, Any] | None = None,
         emit: TraceEmitter | None = None,
         manifest_fetch_interval_s: float = DEFAULT_MANIFEST_FETCH_INTERVAL_S,
+        deadline: Deadline | None = None,
     ) -> None:
         self._name = name
         self._factory = transport_factory
@@ -269,6 +271,7 @@ class ServerConnection:
         self._host_capabilities = dict(host_capabilities or HOST_MCPL_CAPABILITIES)
         self._emit = emit
         self._fetch_interval_s = manifest_fetch_interval_s
+        self._deadline = deadline or Deadline(DEFAULT_REQUEST_DEADLINE_S, "the default")
         self._log = logger.bind(mcpl_server=name)
         self._peer: JsonRpcPeer | None = None
         self._session: SessionHandle | None = None  # what requests of the current session see
@@ -979,7 +982,8 @@ class ServerConnection:
                 del cancellable[request_id]
 
     async def _answer(self, request: McplRequest) -> Any:
-        result = await self._handler(request)
+        async with self._deadline.applied(request):
+            result = await self._handler(request)
         if result is None:
             raise McplError(
                 METHOD_NOT_FOUND, f"Method not found: nothing here answers {request.method}"

@@ -36,6 +36,7 @@ from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
 from agentcore.mcpl.compat import OFF_STATES, STATE_REASONS
 from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
+from agentcore.mcpl.deadline import Deadline
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.transports import (
@@ -133,6 +134,7 @@ class McplHost:
             reconnect=ReconnectPolicy() if config.reconnect else None,
             host_capabilities=self.capabilities,
             emit=self.kernel.emit,
+            deadline=self._deadline(name, config),
         )
         try:
             await connection.start()
@@ -147,6 +149,11 @@ class McplHost:
         self._membership.set()
         await self._state_trace(connection)
         self._watchers.add(asyncio.ensure_future(self._trace_close(connection)))
+
+    def _deadline(self, name: str, config: McplServerSettings) -> Deadline:
+        if config.request_deadline_s is not None:
+            return Deadline(config.request_deadline_s, f"[mcpl.servers.{name}] request_deadline_s")
+        return Deadline(self.kernel.settings.mcpl.request_deadline_s, "[mcpl] request_deadline_s")
 
     # -- SIGHUP ------------------------------------------------------------------------
 

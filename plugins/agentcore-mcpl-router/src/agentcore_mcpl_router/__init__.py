@@ -228,8 +228,9 @@ class McplRouter:
             raise McplError(
                 INTERNAL_ERROR,
                 f"model/info: this host does not know the {', '.join(unknown)} of {default} "
-                f"(the routed default); set them in [providers.{provider}.models.{model!r}]"
-                .replace("'", '"'),
+                f"(the routed default); set them in [providers.{provider}.models.{model!r}]".replace(
+                    "'", '"'
+                ),
                 {"model": default, "unknown": unknown},
             )
         return info.to_wire()
@@ -314,6 +315,9 @@ class McplRouter:
         if cancelled.cancelled is not None:
             reason = f": {cancelled.cancelled}" if cancelled.cancelled else ""
             return f"The server cancelled the request (notifications/cancelled){reason}"
+        deadline = cancelled.deadline
+        if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+            return "The request's deadline passed; the host stopped working on it"
         if self._context is not None and self._context.stopping.is_set():
             return "The host is shutting down"
         return "The inference was cancelled"

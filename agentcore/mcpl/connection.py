@@ -541,12 +541,11 @@ class ServerConnection:
         capabilities = result.get("capabilities")
         self.manifest = capabilities if isinstance(capabilities, dict) else {}
         self.server_info = result.get("serverInfo")
-        await peer.notify("notifications/initialized")
-
         experimental = self.manifest.get("experimental")
         mcpl = experimental.get("mcpl") if isinstance(experimental, dict) else None
         if not isinstance(mcpl, dict):
             # §3.3: an MCP server; MCPL stays off and its methods are refused.
+            await peer.notify("notifications/initialized")
             self._state = "absent"
             self._log.warning("mcpl server {}: does not advertise MCPL", self._name)
             return
@@ -569,6 +568,9 @@ class ServerConnection:
             step.params["effectiveCapabilities"],
             step.params["enabled"],
         )
+        if not self.negotiation.policy_as_request:
+            self._activate(step)  # 0.4: in force before the server may send; it does not wait
+        await peer.notify("notifications/initialized")
         outcome = await self._tell(peer, step, initial=True)
         if outcome == "close":
             raise McplStartError(
@@ -719,15 +721,18 @@ class ServerConnection:
     async def _notify_policy(self, peer: JsonRpcPeer, step: PolicyStep) -> str:
         """MCPL 0.3/0.4 (`compat`): the policy is a Notification with no receipt, so it is in
         force from just before it is sent: a request the server writes on reading it is served."""
-        self._state = "ready"
-        self._acknowledged = step.params
-        self._grant, self._feature_sets = step.grant, step.feature_sets
-        self._outbound_allowed.clear()
+        self._activate(step)
         try:
             await peer.notify("featureSets/update", legacy_policy_params(step.params))
         except ConnectionClosed:
             return "closed"
         return "notified"
+
+    def _activate(self, step: PolicyStep) -> None:
+        self._state = "ready"
+        self._acknowledged = step.params
+        self._grant, self._feature_sets = step.grant, step.feature_sets
+        self._outbound_allowed.clear()
 
     def _refusal(self, receipt: Any) -> str | None:
         """Log the degradation receipt; its `fallback` when it refuses (testimony only,

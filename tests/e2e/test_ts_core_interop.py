@@ -88,9 +88,11 @@ def server_config(
     *,
     version: str = "0.4",
     deadline_s: float | None = None,
+    start_on: str = "notifications/initialized",
 ) -> tuple[dict[str, Any], TsServer]:
     log = tmp_path / "ts-server.jsonl"
     config = {"log": str(log), "version": version, "feature_sets": FEATURE_SETS}
+    config["start_on"] = start_on
     table: dict[str, Any] = {
         "command": [sys.executable, str(SERVER)],
         "env": {"MCPL_TS_CONFIG": json.dumps({**config, "actions": actions})},
@@ -226,7 +228,8 @@ async def test_a_server_that_takes_no_policy_is_not_called_ready_or_refused(
     loopback_settings: Callable[..., Path], tmp_path: Path
 ) -> None:
     # Announcing 0.5, it gets 0.5's Request, answers it -32601 and pushes all the same.
-    table, server = server_config(tmp_path, [["push/event", PUSH]], version="0.5")
+    actions = [["push/event", PUSH]]
+    table, server = server_config(tmp_path, actions, version="0.5", start_on="featureSets/update")
     path, traces = settings(loopback_settings, tmp_path, table)
     process = await serve(path)
     try:

@@ -9,8 +9,9 @@ this server does what they do (heartbeat-mcpl 0.1.3 is the model):
   (mcpl-core-ts's `FeatureSetDeclaration[]`), with ``rollback`` and ``hostState``;
 - it answers every request it does not know with -32601 "Method not found: METHOD" (so
   0.5's ``featureSets/update`` Request) and ignores notifications (0.4's update);
-- it does not wait for a receipt: it starts sending as soon as the host has sent its
-  ``featureSets/update``, either form;
+- it does not wait for the host's policy: heartbeat-mcpl fires a due reminder as soon as
+  it has read ``notifications/initialized`` (``start_on``, the default), before any
+  ``featureSets/update`` can have come;
 - each of its requests has a client-side timeout (mcpl-core-ts: 30 s by default): when it
   passes, the request is given up **without** `notifications/cancelled`, and a response
   that comes later is dropped (here: recorded as late).
@@ -21,8 +22,10 @@ Configured by the JSON in $MCPL_TS_CONFIG:
   host), ``answer`` / ``timeout`` / ``late`` (per action, by its index), ``done``
 - ``version``: what it announces (default "0.4")
 - ``feature_sets``: the declarations (default: one, ``heartbeat``, uses ``["tools"]``)
-- ``actions``: requests ``[method, params]`` sent one after the other once the host's
-  ``featureSets/update`` has come, each awaited (answer or timeout) before the next
+- ``actions``: requests ``[method, params]`` sent one after the other once ``start_on``
+  has come, each awaited (answer or timeout) before the next
+- ``start_on``: the method from the host that starts them: ``notifications/initialized``
+  (default) or ``featureSets/update`` (either form)
 - ``timeout_s``: the client-side request timeout (default 30)
 """
 
@@ -47,6 +50,7 @@ FEATURE_SETS = CONFIG.get("feature_sets") or [
 ]
 ACTIONS: list[list[Any]] = CONFIG.get("actions", [])
 TIMEOUT_S = float(CONFIG.get("timeout_s", 30.0))
+START_ON = CONFIG.get("start_on", "notifications/initialized")
 
 
 def log(event: str, **fields: Any) -> None:
@@ -130,9 +134,8 @@ def handle(client: Client, message: dict[str, Any]) -> None:
     if method is None:
         client.on_response(message)
         return
-    if method == "featureSets/update" and not client.started:
-        # Answered (a Request) or not (a Notification) first: then it starts, as
-        # heartbeat-mcpl does once its handshake is over, without waiting for anything.
+    if method == START_ON and not client.started:
+        # Answered first if it is a request (-32601, as any unknown method); then it starts.
         if "id" in message:
             error = {"code": -32601, "message": f"Method not found: {method}"}
             write({"jsonrpc": "2.0", "id": message["id"], "error": error})

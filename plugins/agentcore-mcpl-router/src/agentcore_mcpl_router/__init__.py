@@ -24,6 +24,7 @@ not answered: its task is cancelled, which closes the provider call, and the
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from contextlib import aclosing
@@ -225,12 +226,11 @@ class McplRouter:
         unknown = info.unknown()
         if unknown:
             provider, model = default.split(":", 1)
+            table_key = json.dumps(model)  # a TOML basic string: dots stay in the key
             raise McplError(
                 INTERNAL_ERROR,
                 f"model/info: this host does not know the {', '.join(unknown)} of {default} "
-                f"(the routed default); set them in [providers.{provider}.models.{model!r}]".replace(
-                    "'", '"'
-                ),
+                f"(the routed default); set them in [providers.{provider}.models.{table_key}]",
                 {"model": default, "unknown": unknown},
             )
         return info.to_wire()

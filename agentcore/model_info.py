@@ -26,8 +26,22 @@ class ModelInfo:
     context_window: int | None = None
     capabilities: tuple[str, ...] | None = None
 
+    def unknown(self) -> list[str]:
+        """The settings keys of what is not known (``[providers.NAME.models.MODEL]``):
+        §12.2's answer needs every field (mcpl-core-ts types them all as required)."""
+        return [
+            key
+            for key, value in (
+                ("vendor", self.vendor),
+                ("context_window", self.context_window),
+                ("capabilities", self.capabilities),
+            )
+            if value is None
+        ]
+
     def to_wire(self) -> dict[str, Any]:
-        """The §12.2 object; what is unknown is absent."""
+        """The §12.2 object; what is unknown is absent (`model/info` answers only a
+        complete one; a context hook's `model` says what is known)."""
         wire: dict[str, Any] = {"id": self.id}
         if self.vendor is not None:
             wire["vendor"] = self.vendor

@@ -41,6 +41,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
+from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, MAX_REQUEST_DEADLINE_S
 from agentcore.redaction import register_secret, settings_secrets
 
 ENV_PREFIX = "AGENTCORE_"
@@ -280,6 +281,9 @@ class McplServerSettings(Section):
     reconnect: bool = False
     max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     shutdown_grace_s: float = Field(default=5.0, ge=0)
+    request_deadline_s: float | None = Field(default=None, gt=0, le=MAX_REQUEST_DEADLINE_S)
+    """How long a request this server sends may take before the host stops working on it
+    and answers it -32603; unset: ``[mcpl] request_deadline_s``."""
 
     @field_validator("url")
     @classmethod
@@ -308,6 +312,10 @@ class McplServerSettings(Section):
 
 class McplSettings(Section):
     servers: dict[str, McplServerSettings] = Field(default_factory=dict)
+    request_deadline_s: float = Field(
+        default=DEFAULT_REQUEST_DEADLINE_S, gt=0, le=MAX_REQUEST_DEADLINE_S
+    )
+    """The deadline of every server's requests unless its own table sets one."""
 
 
 def _default_providers() -> dict[str, ProviderSettings]:

@@ -34,7 +34,9 @@ from loguru import logger
 
 from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
+from agentcore.mcpl.compat import OFF_STATES, STATE_REASONS
 from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
+from agentcore.mcpl.deadline import Deadline
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.transports import (
@@ -47,6 +49,18 @@ from agentcore.settings import McplServerSettings, SettingsError, reload_setting
 
 POLICY_FIELDS: set[str] = {"grant", "disabled_feature_sets"}
 """The `[mcpl.servers.NAME]` keys a reload applies to a live session (§6.7)."""
+
+
+def describe_state(connection: ServerConnection) -> str:
+    """What the log says of a server that is up: what was negotiated, or why MCPL is off."""
+    state = connection.state
+    if state == "absent":
+        return "connected as a plain MCP server: it does not advertise MCPL"
+    negotiated = connection.negotiation.describe()
+    if state != "ready":
+        return f"connected, MCPL off ({state}: {STATE_REASONS[state]}); {negotiated}"
+    enabled = sorted(n for n, fs in connection.feature_sets.items() if fs.enabled)
+    return f"ready: {negotiated}; granted {sorted(connection.grant)}; feature sets {enabled}"
 
 
 def transport_factory(name: str, config: McplServerSettings) -> TransportFactory:
@@ -120,6 +134,7 @@ class McplHost:
             reconnect=ReconnectPolicy() if config.reconnect else None,
             host_capabilities=self.capabilities,
             emit=self.kernel.emit,
+            deadline=self._deadline(name, config),
         )
         try:
             await connection.start()
@@ -129,11 +144,16 @@ class McplHost:
                 "mcpl:server_state", serverId=name, state="failed", error=str(exc)
             )
             return
-        logger.info("mcpl server {}: ready, granted {}", name, sorted(connection.grant))
+        logger.info("mcpl server {}: {}", name, describe_state(connection))
         self.connections[name] = connection
         self._membership.set()
         await self._state_trace(connection)
         self._watchers.add(asyncio.ensure_future(self._trace_close(connection)))
+
+    def _deadline(self, name: str, config: McplServerSettings) -> Deadline:
+        if config.request_deadline_s is not None:
+            return Deadline(config.request_deadline_s, f"[mcpl.servers.{name}] request_deadline_s")
+        return Deadline(self.kernel.settings.mcpl.request_deadline_s, "[mcpl] request_deadline_s")
 
     # -- SIGHUP ------------------------------------------------------------------------
 
@@ -189,7 +209,8 @@ class McplHost:
                 )
                 # A policy the server refused is offered again on every reload (§6.7: a
                 # refusal goes back to a human, whose SIGHUP is the new decision).
-                if connection is not None and (changed or connection.state == "refused"):
+                off = connection is not None and connection.state in ("refused", "unacknowledged")
+                if connection is not None and (changed or off):
                     work.append(
                         connection.update_policy(config.grant, config.disabled_feature_sets)
                     )
@@ -212,12 +233,17 @@ class McplHost:
     async def _state_trace(self, connection: ServerConnection) -> None:
         """``mcpl:server_state``: what an observer (the console) shows of a server."""
         features = connection.feature_sets.values()
+        state = connection.state
+        extra: dict[str, Any] = {} if state == "absent" else connection.negotiation.to_fields()
+        if state in OFF_STATES:
+            extra["reason"] = STATE_REASONS[state]
         await self.kernel.emit(
             "mcpl:server_state",
             serverId=connection.name,
-            state=connection.state,
+            state=state,
             grant=sorted(connection.grant),
             featureSets=sorted(fs.name for fs in features if fs.enabled),
+            **extra,
         )
 
     async def _trace_close(self, connection: ServerConnection) -> None:

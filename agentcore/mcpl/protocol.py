@@ -75,6 +75,9 @@ class McplRequest:
     `notifications/cancelled` (MCP's base protocol). Set just before the handler's task
     is cancelled, so a handler that catches the `CancelledError` can tell why; the
     request then gets no answer. Only `inference/request` can be cancelled."""
+    deadline: float | None = None
+    """When (the event loop's clock) the host stops working on it and answers it -32603
+    (`agentcore.mcpl.deadline`); a handler cancelled at that time was cut by it."""
 
 
 @dataclass(frozen=True, slots=True)

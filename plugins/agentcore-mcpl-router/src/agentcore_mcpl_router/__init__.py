@@ -24,6 +24,7 @@ not answered: its task is cancelled, which closes the provider call, and the
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from contextlib import aclosing
@@ -220,7 +221,19 @@ class McplRouter:
         if default is None:
             raise McplError(INTERNAL_ERROR, "No default model is routed ([mcpl.routing] default)")
         # §12.2: the model's own metadata; `vendor` is its maker, not the provider kind.
-        return self._started.model_info(default).to_wire()
+        # Every field or an error, never a partial object (clients type them as required).
+        info = self._started.model_info(default)
+        unknown = info.unknown()
+        if unknown:
+            provider, model = default.split(":", 1)
+            table_key = json.dumps(model)  # a TOML basic string: dots stay in the key
+            raise McplError(
+                INTERNAL_ERROR,
+                f"model/info: this host does not know the {', '.join(unknown)} of {default} "
+                f"(the routed default); set them in [providers.{provider}.models.{table_key}]",
+                {"model": default, "unknown": unknown},
+            )
+        return info.to_wire()
 
     async def answer_inference(self, request: McplRequest) -> dict[str, Any]:
         params = request.params
@@ -302,6 +315,9 @@ class McplRouter:
         if cancelled.cancelled is not None:
             reason = f": {cancelled.cancelled}" if cancelled.cancelled else ""
             return f"The server cancelled the request (notifications/cancelled){reason}"
+        deadline = cancelled.deadline
+        if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+            return "The request's deadline passed; the host stopped working on it"
         if self._context is not None and self._context.stopping.is_set():
             return "The host is shutting down"
         return "The inference was cancelled"

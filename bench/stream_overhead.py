@@ -234,7 +234,9 @@ async def main() -> int:
             try:
                 run, close = await setup(server)
             except ImportError as exc:
-                print(f"{label}: skipped, not installed ({exc.name}); uv sync --group bench (make bench)")
+                print(
+                    f"{label}: skipped, not installed ({exc.name}); uv sync --group bench (make bench)"
+                )
                 continue
             closers.append(close)
             await run(1000)  # warm-up: connections, imports, caches

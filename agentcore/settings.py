@@ -41,6 +41,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
+from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
 from agentcore.redaction import register_secret, settings_secrets
 
 ENV_PREFIX = "AGENTCORE_"
@@ -149,6 +150,8 @@ class ModelSettings(Section):
     """Tokens the model takes in, prompt and output together."""
     capabilities: list[str] | None = None
     """E.g. ["vision", "tools"]."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """The most tokens the model writes in one reply: a ceiling on an MCPL `maxTokens`."""
 
 
 class ParticipantNames(Section):
@@ -267,8 +270,9 @@ class FleetSettings(Section):
         return url
 
 
-class McplServerSettings(Section):
-    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`)."""
+class McplServerSettings(Section, ServerLimitSettings):
+    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`), and
+    its own bounds (`agentcore.mcpl.limits`; unset: ``[mcpl]``'s)."""
 
     command: list[str] | None = Field(default=None, min_length=1)
     url: str | None = None
@@ -306,7 +310,9 @@ class McplServerSettings(Section):
         return self
 
 
-class McplSettings(Section):
+class McplSettings(Section, McplLimitSettings):
+    """``[mcpl]``: the servers, and the bounds each is held to unless it sets its own."""
+
     servers: dict[str, McplServerSettings] = Field(default_factory=dict)
 
 

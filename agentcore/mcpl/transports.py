@@ -188,6 +188,11 @@ class StdioTransport:
         self._flush()
         await self._stdin.drain()
 
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes sent that the child has not read: ours, and the pipe transport's buffer."""
+        return self._pending_bytes + self._stdin.transport.get_write_buffer_size()
+
     def send_nowait(self, text: str) -> bool:
         """`send` when it need not wait: True once queued; False (nothing queued) when the
         buffers are past the high-water mark, and then `send` must be awaited."""
@@ -241,11 +246,26 @@ class StdioTransport:
                 return
             self._closed = True
             # Frames already sent (the in-flight answers above all) are written
-            # first; the pipe transport writes out its buffer before it closes.
+            # first; the pipe transport writes out its buffer before it closes. A child
+            # a whole buffer behind is not reading its stdin: it would never see the EOF
+            # the grace waits for, so its stdin is dropped and SIGTERM comes at once.
+            stalled = False
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 self._flush()
-                self._stdin.close()
-            await self._stop_process()
+                pipe = self._stdin.transport
+                unread = pipe.get_write_buffer_size()
+                stalled = unread > pipe.get_write_buffer_limits()[1]
+                if stalled:
+                    logger.warning(
+                        "mcpl server {}: not reading its stdin ({} bytes unread); "
+                        "dropping them and sending SIGTERM",
+                        self.name,
+                        unread,
+                    )
+                    pipe.abort()
+                else:
+                    self._stdin.close()
+            await self._stop_process(None if stalled else self.shutdown_grace_s)
             if self._stderr_task is not None:
                 # The pipe closes with the process; a grandchild holding it
                 # open must not hold up shutdown.
@@ -262,14 +282,16 @@ class StdioTransport:
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(sig)
 
-    async def _stop_process(self) -> None:
-        """Stdin is closed: wait for the exit, then SIGTERM, then SIGKILL (MCP's stdio shutdown)."""
-        if not await self._exits_within(self.shutdown_grace_s):
-            logger.warning(
-                "mcpl server {}: still running {}s after its stdin closed; sending SIGTERM",
-                self.name,
-                self.shutdown_grace_s,
-            )
+    async def _stop_process(self, grace_s: float | None) -> None:
+        """Stdin is closed: wait for the exit (None: not at all), then SIGTERM, then SIGKILL
+        (MCP's stdio shutdown)."""
+        if grace_s is None or not await self._exits_within(grace_s):
+            if grace_s is not None:
+                logger.warning(
+                    "mcpl server {}: still running {}s after its stdin closed; sending SIGTERM",
+                    self.name,
+                    grace_s,
+                )
             self._signal(signal.SIGTERM)
             if not await self._exits_within(self.term_grace_s):
                 logger.warning(

@@ -29,6 +29,7 @@ DEFAULT_HEARTBEAT_S = 20.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 READ_CHUNK_BYTES = 64 * 1024
 STDERR_LINE_MAX = 8 * 1024  # longer child stderr lines are logged truncated
+UNREAD_GRACE_S = 1.0  # at close: how long a child may take to read what it was sent
 
 TransportFactory = Callable[[], Awaitable[Transport]]
 
@@ -245,24 +246,23 @@ class StdioTransport:
             if self._closed:
                 return
             self._closed = True
-            # Frames already sent (the in-flight answers above all) are written
-            # first; the pipe transport writes out its buffer before it closes. A child
-            # a whole buffer behind is not reading its stdin: it would never see the EOF
-            # the grace waits for, so its stdin is dropped and SIGTERM comes at once.
-            stalled = False
+            # Frames already sent (the in-flight answers above all) are written first.
+            # A child that does not take them within a moment is not reading its stdin:
+            # it would never see the EOF the grace waits for, so what it left unread is
+            # dropped and SIGTERM comes at once.
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 self._flush()
-                pipe = self._stdin.transport
-                unread = pipe.get_write_buffer_size()
-                stalled = unread > pipe.get_write_buffer_limits()[1]
+            stalled = not await self._drains_within(UNREAD_GRACE_S)
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 if stalled:
                     logger.warning(
-                        "mcpl server {}: not reading its stdin ({} bytes unread); "
+                        "mcpl server {}: not reading its stdin ({} bytes unread after {}s); "
                         "dropping them and sending SIGTERM",
                         self.name,
-                        unread,
+                        self._stdin.transport.get_write_buffer_size(),
+                        UNREAD_GRACE_S,
                     )
-                    pipe.abort()
+                    self._stdin.transport.abort()
                 else:
                     self._stdin.close()
             await self._stop_process(None if stalled else self.shutdown_grace_s)
@@ -272,6 +272,20 @@ class StdioTransport:
                 done, _ = await asyncio.wait({self._stderr_task}, timeout=1.0)
                 if not done:
                     self._stderr_task.cancel()
+
+    async def _drains_within(self, seconds: float) -> bool:
+        """Whether the child reads everything written to it within `seconds`."""
+        pipe = self._stdin.transport
+        if pipe.is_closing() or not pipe.get_write_buffer_size():
+            return True
+        pipe.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
+        try:
+            await asyncio.wait_for(self._stdin.drain(), seconds)
+        except TimeoutError:
+            return False
+        except (ConnectionError, OSError, RuntimeError):
+            pass  # gone: nothing is left to wait for
+        return True
 
     def _signal(self, sig: signal.Signals) -> None:
         if self.process.returncode is not None:

@@ -220,7 +220,6 @@ async def test_a_server_that_never_reads_is_bounded_and_closed(
     await loopback_provider.wait_idle()
     assert len(loopback_provider.calls) == 8
     assert "not reading its stdin" in stderr
-    print(stderr)
     assert "Traceback" not in stderr  # bounds met are no bug
     assert rss < RSS_BOUND_KB, f"serve's peak RSS {rss} kB, over {RSS_BOUND_KB} kB\n{stderr}"
 

@@ -14,8 +14,8 @@ names a file that exists) it probes, by ``$HOSTILE_MODE``:
   stdin again (it sleeps until a signal ends it).
 
 A session that finds ``$HOSTILE_REPORT`` already written (the host reconnected after an
-earlier one probed) only serves. It declares the feature sets ``alerts`` (`pushEvents`)
-and ``fs.a`` (streamed inference).
+earlier one probed) writes ``$HOSTILE_REPORT.again`` and only serves. It declares the
+feature sets ``alerts`` (`pushEvents`) and ``fs.a`` (streamed inference).
 """
 
 from __future__ import annotations
@@ -139,6 +139,9 @@ def main() -> int:
         if answer(message):
             break
     probed = os.path.exists(os.environ["HOSTILE_REPORT"])
+    if probed:  # a session after the one that probed: say so, and only serve
+        with open(os.environ["HOSTILE_REPORT"] + ".again", "w") as again:
+            again.write("serving")
     go = os.environ.get("HOSTILE_GO")
     while go and not probed and not os.path.exists(go):
         time.sleep(0.02)

@@ -4,7 +4,7 @@ it asks for (issue 22), each bound answered with an error naming it.
 Through a real ``agentcore serve`` and a real stdio server (``servers/hostile_server.py``):
 the 3 MB `eventId` flood, and the server that sends streamed `inference/request`s and
 never reads its stdin. serve's peak RSS (``VmHWM``) is read from /proc and held to a bound
-stated here; the unbounded host reached 979 MB and 1.46 GB on these probes. The maxTokens
+stated here (unbounded, issue 22's probes took it to 979 MB and 1.46 GB). The maxTokens
 ceilings and the temperature ranges are answered through the end-to-end rig (stdio and
 WebSocket), routed to the loopback provider.
 """

@@ -42,6 +42,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, MAX_REQUEST_DEADLINE_S
+from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
 from agentcore.redaction import register_secret, settings_secrets
 
 ENV_PREFIX = "AGENTCORE_"
@@ -150,6 +151,8 @@ class ModelSettings(Section):
     """Tokens the model takes in, prompt and output together."""
     capabilities: list[str] | None = None
     """E.g. ["vision", "tools"]."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """The most tokens the model writes in one reply: a ceiling on an MCPL `maxTokens`."""
 
 
 class ParticipantNames(Section):
@@ -268,8 +271,9 @@ class FleetSettings(Section):
         return url
 
 
-class McplServerSettings(Section):
-    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`)."""
+class McplServerSettings(Section, ServerLimitSettings):
+    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`), and
+    its own bounds (`agentcore.mcpl.limits`; unset: ``[mcpl]``'s)."""
 
     command: list[str] | None = Field(default=None, min_length=1)
     url: str | None = None
@@ -310,7 +314,9 @@ class McplServerSettings(Section):
         return self
 
 
-class McplSettings(Section):
+class McplSettings(Section, McplLimitSettings):
+    """``[mcpl]``: the servers, and the bounds each is held to unless it sets its own."""
+
     servers: dict[str, McplServerSettings] = Field(default_factory=dict)
     request_deadline_s: float = Field(
         default=DEFAULT_REQUEST_DEADLINE_S, gt=0, le=MAX_REQUEST_DEADLINE_S

@@ -642,6 +642,7 @@ async def test_model_info_from_the_built_in_table(rig: RigFactory) -> None:
         "vendor": "anthropic",
         "contextWindow": 200000,
         "capabilities": ["vision", "tools"],
+        "maxOutputTokens": 64000,
     }
 
 

@@ -328,6 +328,9 @@ def infer(
         code = asyncio.run(run(kernel, request, stream, as_json))
     except KeyboardInterrupt:
         code = 130
+    except PluginLoadError as exc:  # a plugin failed to start, as `serve` says it
+        say(f"agentcore: {exc}", err=True)
+        code = 2
     raise SystemExit(code)
 
 

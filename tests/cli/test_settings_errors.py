@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from agentcore.settings_file import MAX_SETTINGS_BYTES
 from agentcore.testing import API_KEY_ENV, LoopbackServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+MAX_SETTINGS_BYTES = 1024 * 1024  # docs/settings.md
 PASSWORD = "hunter2-redis-password"
 UNCLOSED = "is not a URL: the bracket of its IPv6 address ([...]) does not close"
 
@@ -278,7 +278,7 @@ def test_a_file_over_the_limit_is_refused_unread(tmp_path: Path) -> None:
 async def test_serve_refuses_a_fifo_on_sighup_and_goes_on(tmp_path: Path) -> None:
     """A SIGHUP while the settings file is a FIFO once blocked the host's loop for good."""
     settings = tmp_path / "agentcore.toml"
-    server = EXAMPLES / "memory_server.py"
+    server = Path(__file__).resolve().parents[2] / "agentcore" / "examples" / "memory_server.py"
     settings.write_text(
         "[mcpl.servers.memory]\n"
         f"command = [{str(sys.executable)!r}, {str(server)!r}]\n"

@@ -106,11 +106,11 @@ def _no_constant(name: str) -> Any:
 
 
 def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    members = dict(pairs)
-    if len(members) < len(pairs):
-        seen: set[str] = set()
-        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise NotJson(f"the member {twice!r} appears twice in one object (I-JSON, RFC 7493)")
+    members: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in members:
+            raise NotJson(f"the member {key!r} appears twice in one object (I-JSON, RFC 7493)")
+        members[key] = value
     return members
 
 

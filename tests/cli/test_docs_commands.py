@@ -48,8 +48,11 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_BLOCKS = {"sh", "shell", "bash", "console"}
 COMMAND = re.compile(r"(agentcore|python3?|make|uv|source|\.|\.venv/bin/\S+) ")
 """How a line of an unmarked block starts when it is a command (not ``agentcore/  the kernel``)."""
-RUN_BOUND_S = 120
-"""The most any one command may take (a bound against a hang, not a measurement)."""
+RUN_BOUND_S = 45
+"""The most any one command may take (a bound against a hang, not a measurement; under
+pytest-timeout's, so that a hang is reported with the command's output)."""
+READY = re.compile(r"mcpl server \S+: ready\b")
+"""How `serve` says a server's session is up."""
 
 EXCLUDED: dict[str, str] = {
     "python bench/soak.py [--requests 10000] [--seed 1] [--stdio 3] [--ws 3] [--rounds 5]": (
@@ -204,7 +207,7 @@ def run_serve(command: str, env: dict[str, str]) -> tuple[int, str]:
             found = re.search(r"console: (http://\S+)", line)
             if found:
                 console = found.group(1).rstrip("/")
-            if "ready, granted" in line and ("--console" not in command or console):
+            if READY.search(line) and ("--console" not in command or console):
                 break
         if process.poll() is None:
             if console is not None:

@@ -28,10 +28,10 @@ from agentcore.inference import (
     InferenceError,
     Message,
     Request,
-    Response,
     Token,
 )
-from agentcore.inference.outcome import aborted_message, completion_problem, result_object
+from agentcore.inference.outcome import aborted_message, result_object
+from agentcore.inference.turns import ending_of
 from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.log import configure_logging
 from agentcore.redaction import StreamRedactor, redact, shown_setting
@@ -234,14 +234,16 @@ async def run_host_turn(kernel: Kernel, request: Request, stream: bool, as_json:
 
 
 async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
-    response: Response | None = None
+    """Run `request`, print what it gave, and return the exit code, which `ending_of`
+    decides: the rule that tells a host turn's MCPL servers how it ended."""
+    terminal: Complete | Failed | Aborted | None = None
     printed = False
     if not stream:
         try:
-            response = await kernel.complete(request)
+            terminal = Complete(await kernel.complete(request))
         except InferenceError as exc:
             say(f"agentcore: the inference failed: {exc.describe()}", err=True)
-            return 1
+            terminal = Failed(exc)
     else:
         # One redactor for the whole text: a key echoed in two chunks is masked too.
         visible = StreamRedactor()
@@ -253,25 +255,25 @@ async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) 
                     continue
                 if isinstance(event, Complete | Failed | Aborted):
                     printed = write_text(visible.flush()) or printed
-                if isinstance(event, Complete):
-                    response = event.response
-                elif isinstance(event, Failed):
+                    terminal = event
+                if isinstance(event, Failed):
                     printed = end_text_line(printed)
                     say(f"agentcore: the inference failed: {event.error.describe()}", err=True)
                 elif isinstance(event, Aborted):
                     printed = end_text_line(printed)
                     say(f"agentcore: {aborted_message(event)}", err=True)
     end_text_line(printed)
-    if response is None:
+    if terminal is None:
         return 1
-    problem = completion_problem(response, offers="agentcore infer")
-    if problem is not None:
-        say(f"agentcore: {problem}", err=True)
+    ending = ending_of(terminal, tools=bool(request.tools), offers="agentcore infer")
+    if ending.phase != "completed" or not isinstance(terminal, Complete):
+        if isinstance(terminal, Complete) and ending.error is not None:
+            say(f"agentcore: {ending.error.message}", err=True)
         return 1
     if as_json:
-        say(json.dumps(result_object(response)))
+        say(json.dumps(result_object(terminal.response)))
     elif not stream:
-        say(response.text)
+        say(terminal.response.text)
     return 0
 
 

@@ -33,12 +33,13 @@ import contextlib
 import json
 import math
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from time import monotonic
 
 import aiohttp
 from aiohttp.helpers import basicauth_from_netrc, netrc_from_env, strip_auth_from_url
 from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
+from loguru import logger
 from yarl import URL
 
 from agentcore.inference import InferenceError, Request, Response, StreamEvent
@@ -85,8 +86,9 @@ class HTTPProvider:
         self.wire = wire
         self.media_types = wire.media_types
         self._config = config
-        self._base = wire.base_url.rstrip("/")
-        self._headers = {**wire.headers, "content-type": "application/json", **config.headers}
+        base, url_auth = strip_auth_from_url(URL(wire.base_url))
+        self._base = str(base).rstrip("/")
+        self._headers = _headers(name, wire.headers, config.headers, url_auth)
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
         self._proxy, self._proxy_headers = env_proxy(URL(self._base), name)
@@ -222,6 +224,47 @@ class HTTPProvider:
             # Done and drained, the connection is back in the pool already; otherwise
             # (failed, cut, or the consumer left early) this closes it.
             response.close()
+
+
+def _headers(
+    provider: str,
+    wire: Mapping[str, str],
+    configured: Mapping[str, str],
+    url_auth: aiohttp.BasicAuth | None,
+) -> dict[str, str]:
+    """Every call's headers: the wire's (its key), ``content-type``, ``[providers.NAME]
+    headers`` over them, with one ``Authorization`` at most. Credentials in the base URL
+    (``http://user:password@host/v1``) are HTTP Basic auth, as for any HTTP client; where
+    the wire sends its key in that same header (the openai family, openai-responses) they
+    take its place, and a configured ``Authorization`` header wins over both: each loser
+    is logged, never sent alongside (two credentials in one header reach no server)."""
+
+    def named(headers: Mapping[str, str]) -> str | None:
+        return next((k for k in headers if k.lower() == "authorization"), None)
+
+    explicit = named(configured)
+    headers = {k: v for k, v in wire.items() if k.lower() != "authorization" or not explicit}
+    if url_auth is not None:
+        if explicit:
+            logger.warning(
+                "provider {!r}: the credentials in base_url are not sent: its headers set {}",
+                provider,
+                explicit,
+            )
+        else:
+            keyed = named(headers)
+            if keyed:
+                del headers[keyed]
+                logger.warning(
+                    "provider {!r}: the credentials in base_url go as HTTP Basic auth in "
+                    "the Authorization header, where the API key would go: the key is not sent",
+                    provider,
+                )
+            header = url_auth.encode()
+            for secret in (url_auth.password or url_auth.login, *credential_parts(header)):
+                register_secret(secret)
+            headers["authorization"] = header
+    return {**headers, "content-type": "application/json", **configured}
 
 
 PROXY_SCHEMES = ("http", "https")

@@ -45,6 +45,7 @@ from yarl import URL
 from agentcore.inference import InferenceError, Request, Response, StreamEvent
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.sse import SSEDecoder
+from agentcore.providers.stale import Sending, closed_unread, resent_error, reuse_tracing
 from agentcore.providers.wire import HttpCall, Translator, Wire, replay
 from agentcore.redaction import (
     credential_parts,
@@ -91,6 +92,7 @@ class HTTPProvider:
         self._headers = _headers(name, wire.headers, config.headers, url_auth)
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         self._proxy, self._proxy_headers = env_proxy(URL(self._base), name)
         if self._proxy_headers and URL(self._base).scheme == "http":
             # An http:// request goes to the proxy itself, which reads its credentials
@@ -98,9 +100,11 @@ class HTTPProvider:
             self._headers.update(self._proxy_headers)
             self._proxy_headers = None
 
-    def _open_session(self) -> aiohttp.ClientSession:
+    def _open_session(self, *, fresh: bool = False) -> aiohttp.ClientSession:
+        """The provider's pooled session; with `fresh`, a second one whose every request
+        opens a connection of its own (a request sent again after a stale pooled one)."""
         config = self._config
-        keepalive = config.max_keepalive_connections > 0
+        keepalive = config.max_keepalive_connections > 0 and not fresh
         connector = aiohttp.TCPConnector(
             limit=config.max_connections or 0,
             force_close=not keepalive,
@@ -111,13 +115,18 @@ class HTTPProvider:
             sock_connect=config.connect_timeout_s,
             sock_read=config.read_timeout_s,
         )
-        self._session = aiohttp.ClientSession(
+        session = aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),
+            trace_configs=None if fresh else [reuse_tracing()],
         )
-        return self._session
+        if fresh:
+            self._fresh = session
+        else:
+            self._session = session
+        return session
 
     def _url(self, path: str) -> URL:
         url = self._urls.get(path)
@@ -126,42 +135,66 @@ class HTTPProvider:
         return url
 
     async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        sessions = (self._session, self._fresh)
+        self._session = self._fresh = None
+        for session in sessions:
+            if session is not None:
+                await session.close()
 
     async def _post(self, call: HttpCall, model: str) -> aiohttp.ClientResponse:
-        """POST `call`; a non-2xx reply is read whole and raised as its typed error."""
-        session = self._session or self._open_session()
-        response = await session.post(
-            self._url(call.path),
-            data=_json_body(call.body),
-            allow_redirects=False,
-            proxy=self._proxy,
-            proxy_headers=self._proxy_headers,
-        )
+        """POST `call` and read the response head. A failure is raised as its typed error:
+        a non-2xx reply read whole, a transport failure before any response byte. A
+        reused connection that ended before any byte was a server closing it as idle:
+        the request goes again on a fresh connection, within this attempt (`stale`)."""
+        data = _json_body(call.body)
+        sending = Sending()
+        try:
+            session = self._session or self._open_session()
+            response = await self._send(session, call.path, data, sending)
+        except _TRANSPORT_ERRORS as exc:
+            if not closed_unread(exc, sending):
+                raise transport_error(exc, provider=self.name, model=model, replying=False) from exc
+            try:
+                session = self._fresh or self._open_session(fresh=True)
+                response = await self._send(session, call.path, data, None)
+            except _TRANSPORT_ERRORS as again:
+                error = transport_error(again, provider=self.name, model=model, replying=False)
+                raise resent_error(error) from again
         if 200 <= response.status < 300:
             return response
         try:
             content = await response.read()
+        except _TRANSPORT_ERRORS as exc:
+            raise transport_error(exc, provider=self.name, model=model) from exc
         finally:
             response.close()
         raise error_from_response(
             response.status, response.headers, content, provider=self.name, model=model
         )
 
+    async def _send(
+        self, session: aiohttp.ClientSession, path: str, data: bytes, sending: Sending | None
+    ) -> aiohttp.ClientResponse:
+        return await session.post(
+            self._url(path),
+            data=data,
+            allow_redirects=False,
+            proxy=self._proxy,
+            proxy_headers=self._proxy_headers,
+            trace_request_ctx=sending,
+        )
+
     # -- whole ---------------------------------------------------------------------------------
 
     async def complete(self, request: Request, model: str) -> Response:
         translator = self.wire.translator(request, model)
+        response = await self._post(self.wire.call(request, model, stream=False), model)
         try:
-            response = await self._post(self.wire.call(request, model, stream=False), model)
-            try:
-                raw = await response.read()
-            finally:
-                response.close()
+            raw = await response.read()
         except _TRANSPORT_ERRORS as exc:
             raise transport_error(exc, provider=self.name, model=model) from exc
+        finally:
+            response.close()
         try:
             data = json.loads(raw)
         except ValueError:
@@ -183,9 +216,6 @@ class HTTPProvider:
             response = await self._post(self.wire.call(request, model, stream=True), model)
         except InferenceError as error:
             yield translator.fail(error)
-            return
-        except _TRANSPORT_ERRORS as exc:
-            yield translator.fail(transport_error(exc, provider=self.name, model=model))
             return
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
@@ -372,8 +402,12 @@ async def _replay_body(
         return [translator.fail(error)]
 
 
-def transport_error(exc: BaseException, *, provider: str, model: str) -> InferenceError:
-    """The typed error for a failure below HTTP: timeouts are ``timeout``, the rest ``network``."""
+def transport_error(
+    exc: BaseException, *, provider: str, model: str, replying: bool = True
+) -> InferenceError:
+    """The typed error for a failure below HTTP: timeouts are ``timeout``, the rest
+    ``network``. `replying`: the response had begun (its head was read); a connection
+    closed before it is not said to have broken mid-reply."""
     if isinstance(exc, InferenceError):
         return exc
     detail = str(exc) or type(exc).__name__
@@ -390,7 +424,15 @@ def transport_error(exc: BaseException, *, provider: str, model: str) -> Inferen
             provider=provider,
             model=model,
         )
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+    if isinstance(exc, aiohttp.ServerDisconnectedError) and not replying:
+        if isinstance(exc.message, str):  # else the part of a response head it had read
+            message = "The provider closed the connection before any reply"
+        else:
+            message = (
+                "The connection to the provider broke mid-reply (the server closed the "
+                "connection inside the response head)"
+            )
+    elif isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
         message = f"The connection to the provider broke mid-reply ({_cut(exc, detail)})"
     elif isinstance(exc, aiohttp.ClientConnectorError):
         message = f"Could not connect to the provider ({detail})"

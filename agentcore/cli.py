@@ -32,18 +32,21 @@ from agentcore.inference import (
 )
 from agentcore.inference.outcome import aborted_message, result_object
 from agentcore.inference.turns import ending_of
-from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.log import configure_logging
 from agentcore.redaction import StreamRedactor, redact, shown_setting
-from agentcore.settings import SettingsError, dotted, flatten, model_reference_problem
-from agentcore.traces import TraceEvent
+from agentcore.signals import StartupSignals
 
 # rich draws only the status line of `infer` on a terminal: it is imported there, not here,
-# so that every other start (scripts, pipes, `plugins`) does not pay for it.
+# so that every other start (scripts, pipes, `plugins`) does not pay for it. The kernel and
+# the settings (pydantic) are imported where a command loads them: `serve` has its signal
+# handlers in before anything slow.
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.status import Status
     from rich.text import Text
+
+    from agentcore.kernel import Kernel
+    from agentcore.traces import TraceEvent
 
 settings_option = click.option(
     "--settings",
@@ -61,6 +64,9 @@ def say(text: str, *, err: bool = False) -> None:
 
 
 def load_kernel(settings_path: Path | None, **kwargs: Any) -> Kernel:
+    from agentcore.kernel import Kernel, PluginLoadError
+    from agentcore.settings import SettingsError
+
     try:
         return Kernel.load(settings_path, **kwargs)
     except (SettingsError, PluginLoadError) as exc:
@@ -70,8 +76,11 @@ def load_kernel(settings_path: Path | None, **kwargs: Any) -> Kernel:
 
 @click.group()
 @click.version_option(__version__, prog_name="agentcore")
-def main() -> None:
+@click.pass_context
+def main(context: click.Context) -> None:
     """agentcore: the kernel every inference of an LLM host runs through."""
+    if context.invoked_subcommand == "serve":
+        context.obj = StartupSignals.install()  # first: before anything slow (agentcore.signals)
     configure_logging()
 
 
@@ -96,6 +105,8 @@ def plugins(settings_path: Path | None) -> None:
 @settings_option
 def settings_command(settings_path: Path | None) -> None:
     """The effective settings, secrets redacted, and where each value came from."""
+    from agentcore.settings import dotted, flatten
+
     kernel = load_kernel(settings_path, strict=False)
     loaded = kernel.loaded
     for path, value in flatten(loaded.settings.model_dump(mode="json")):
@@ -316,6 +327,8 @@ def infer(
         from rich.console import Console
 
         status["infer-status"] = InferStatus(Console(stderr=True))
+    from agentcore.settings import model_reference_problem
+
     kernel = load_kernel(settings_path, plugins=status)
     problem = model_reference_problem(model, kernel.settings.providers)
     if problem is not None:
@@ -348,6 +361,10 @@ CONSOLE_LISTEN_ENV = "AGENTCORE_CONSOLE__LISTEN"
 )
 def serve(settings_path: Path | None, console: str | None) -> None:
     """The host: connect to every configured MCPL server and serve it until signalled."""
+    startup = click.get_current_context().find_object(StartupSignals) or StartupSignals.install()
+    if startup.stopping:  # signalled while starting: nothing is running yet
+        raise SystemExit(0)
+    from agentcore.kernel import PluginLoadError
     from agentcore.mcpl.host import run_host
 
     if console is None:
@@ -362,7 +379,7 @@ def serve(settings_path: Path | None, console: str | None) -> None:
             )
             raise SystemExit(2)
     try:
-        code = asyncio.run(run_host(kernel))
+        code = asyncio.run(run_host(kernel, startup=startup))
     except PluginLoadError as exc:  # a plugin failed to start (a console with no token, say)
         say(f"agentcore: {exc}", err=True)
         code = 2

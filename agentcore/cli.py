@@ -288,15 +288,34 @@ async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) 
     return 0
 
 
+def utf8(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """`value` as given, refused (exit 2) when it is not valid UTF-8: Python hands on the
+    bytes it could not decode as lone surrogates, which no provider or MCPL server takes."""
+    if value is None:
+        return value
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raw = os.fsencode(value)
+        try:
+            raw.decode()
+            where = ""
+        except UnicodeDecodeError as exc:
+            where = f": byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+        raise click.BadParameter(f"is not valid UTF-8{where}") from None
+    return value
+
+
 @main.command()
 @settings_option
-@click.option("--model", required=True, help="The model reference, NAME:MODEL.")
+@click.option("--model", required=True, callback=utf8, help="The model reference, NAME:MODEL.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option("--stream/--no-stream", default=True, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print only the result object on stdout.")
 @click.option(
     "--conversation",
     default=None,
+    callback=utf8,
     help="Run the inference as one of the host's own turns in this conversation: the "
     "configured MCPL servers take part (context hooks, inference lifecycle).",
 )
@@ -306,7 +325,7 @@ async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) 
     default=None,
     help="The turn's index in the conversation, from 0 (default 0). Needs --conversation.",
 )
-@click.argument("prompt")
+@click.argument("prompt", callback=utf8)
 def infer(
     settings_path: Path | None,
     model: str,

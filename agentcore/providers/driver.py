@@ -7,8 +7,9 @@ everything a wire should not: the connection pool, timeouts, proxies, a non-2xx
 reply (read whole and raised as its typed error), a JSON body where a stream was
 asked for (replayed as events), transport failures (connect errors, resets,
 timeouts, a body cut mid-stream, mapped by `transport_error`), a body that ends
-before the reply is whole (``no_terminal``), and closing the connection on every
-path: done, failed, or the consumer closed the stream early.
+before the reply is whole (``no_terminal``), a pooled connection the server was closing
+(the request sent again on a fresh one, `agentcore.providers.stale`), and closing the
+connection on every path: done, failed, or the consumer closed the stream early.
 
 HTTP is aiohttp's client: one `ClientSession` per provider, made on first use (it
 must be made inside the event loop), with ``[providers.NAME] max_connections`` as

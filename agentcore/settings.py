@@ -41,6 +41,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
+from agentcore.mcpl.environment import passthrough_problems
 from agentcore.redaction import register_secret, settings_secrets
 
 ENV_PREFIX = "AGENTCORE_"
@@ -273,6 +274,11 @@ class McplServerSettings(Section):
     command: list[str] | None = Field(default=None, min_length=1)
     url: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    """stdio: set for the server, over its minimal environment (`agentcore.mcpl.environment`)."""
+    env_passthrough: list[Annotated[str, Field(pattern=r"^[^=\x00]+$")]] = Field(
+        default_factory=list
+    )
+    """stdio: variables of the host's environment the server gets too; never a secret."""
     cwd: Path | None = None
     """Where a stdio server starts: by default the settings file's folder."""
     grant: list[str] = Field(default_factory=list)
@@ -519,6 +525,12 @@ def load_settings(
         raise SettingsError(list(problems)) from None
     for secret in _declared_secrets(settings):
         register_secret(secret)
+    refused = passthrough_problems(settings.model_dump(mode="json"), environ)
+    if problems := [
+        f"{_where(loc, path, file_values, env_values)}: {dotted(loc)}: {why}"
+        for loc, why in refused
+    ]:
+        raise SettingsError(problems)  # no configured secret reaches an MCPL server
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values, known_kinds)

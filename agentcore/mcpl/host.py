@@ -35,6 +35,7 @@ from loguru import logger
 from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
 from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
+from agentcore.mcpl.environment import env_hint
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.transports import (
@@ -56,6 +57,7 @@ def transport_factory(name: str, config: McplServerSettings) -> TransportFactory
             name,
             config.command,
             env=config.env or None,
+            env_passthrough=config.env_passthrough,
             cwd=config.cwd,
             max_frame_bytes=config.max_frame_bytes,
             shutdown_grace_s=config.shutdown_grace_s,
@@ -124,7 +126,8 @@ class McplHost:
         try:
             await connection.start()
         except McplStartError as exc:
-            logger.error("mcpl server {} did not start: {}", name, exc)
+            hint = f" ({env_hint(name)})" if config.command else ""
+            logger.error("mcpl server {} did not start: {}{}", name, exc, hint)
             await self.kernel.emit(
                 "mcpl:server_state", serverId=name, state="failed", error=str(exc)
             )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import aiohttp
 from loguru import logger
 
+from agentcore.mcpl.environment import env_hint, server_environment
 from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport, TransportClosed
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
@@ -126,6 +127,7 @@ class StdioTransport:
         self._pending_bytes = 0
         self._flush_scheduled = False
         self._closed = False
+        self._went_away = False  # its stdout ended before we closed it: it exited by itself
         self._close_lock = asyncio.Lock()
 
     @classmethod
@@ -135,15 +137,18 @@ class StdioTransport:
         *,
         name: str,
         env: Mapping[str, str] | None = None,
+        env_passthrough: Sequence[str] = (),
         cwd: str | os.PathLike[str] | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
         term_grace_s: float = DEFAULT_TERM_GRACE_S,
     ) -> StdioTransport:
-        """Start `command` with `env` merged over this process's environment."""
+        """Start `command` with a minimal environment, the `env_passthrough` variables of
+        this process's, and `env` (`agentcore.mcpl.environment`): none of the host's
+        secrets reaches a server."""
         if not command:
             raise ValueError(f"mcpl server {name!r}: empty command")
-        full_env = {**os.environ, **(env or {})}
+        full_env = server_environment(env, env_passthrough)
         # The program only: arguments and environment may carry secrets.
         logger.info("mcpl server {}: starting {}", name, command[0])
         process = await asyncio.create_subprocess_exec(
@@ -226,6 +231,7 @@ class StdioTransport:
         while True:
             line = await self._lines.read_line()
             if line is None:
+                self._went_away = not self._closed
                 return None
             line = line.rstrip(b"\r")
             if not line.strip():
@@ -240,12 +246,13 @@ class StdioTransport:
             if self._closed:
                 return
             self._closed = True
+            by_itself = self._went_away
             # Frames already sent (the in-flight answers above all) are written
             # first; the pipe transport writes out its buffer before it closes.
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 self._flush()
                 self._stdin.close()
-            await self._stop_process()
+            await self._stop_process(by_itself)
             if self._stderr_task is not None:
                 # The pipe closes with the process; a grandchild holding it
                 # open must not hold up shutdown.
@@ -262,7 +269,7 @@ class StdioTransport:
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(sig)
 
-    async def _stop_process(self) -> None:
+    async def _stop_process(self, by_itself: bool) -> None:
         """Stdin is closed: wait for the exit, then SIGTERM, then SIGKILL (MCP's stdio shutdown)."""
         if not await self._exits_within(self.shutdown_grace_s):
             logger.warning(
@@ -279,7 +286,15 @@ class StdioTransport:
                 )
                 self._signal(signal.SIGKILL)
                 await self.process.wait()
-        logger.info("mcpl server {}: exited with {}", self.name, self.process.returncode)
+        if by_itself:  # it may have stopped for want of a variable it no longer inherits
+            logger.warning(
+                "mcpl server {}: exited with {}, by itself ({})",
+                self.name,
+                self.process.returncode,
+                env_hint(self.name),
+            )
+        else:
+            logger.info("mcpl server {}: exited with {}", self.name, self.process.returncode)
 
     async def _exits_within(self, seconds: float) -> bool:
         try:
@@ -497,6 +512,7 @@ def stdio_factory(
     command: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
+    env_passthrough: Sequence[str] = (),
     cwd: str | os.PathLike[str] | None = None,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
@@ -509,6 +525,7 @@ def stdio_factory(
             command,
             name=name,
             env=env,
+            env_passthrough=env_passthrough,
             cwd=cwd,
             max_frame_bytes=max_frame_bytes,
             shutdown_grace_s=shutdown_grace_s,

@@ -42,6 +42,12 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from agentcore.mcpl.environment import passthrough_problems
+from agentcore.mcpl.reconnect import (
+    DEFAULT_CRASH_LOOP_AFTER,
+    DEFAULT_INITIAL_DELAY_S,
+    DEFAULT_MAX_DELAY_S,
+    DEFAULT_RESET_AFTER_S,
+)
 from agentcore.redaction import register_secret, settings_secrets
 
 ENV_PREFIX = "AGENTCORE_"
@@ -284,6 +290,13 @@ class McplServerSettings(Section):
     grant: list[str] = Field(default_factory=list)
     disabled_feature_sets: list[str] = Field(default_factory=list)
     reconnect: bool = False
+    reconnect_initial_delay_s: float = Field(default=DEFAULT_INITIAL_DELAY_S, gt=0)
+    """The first wait; each next one doubles (jittered), up to `reconnect_max_delay_s`."""
+    reconnect_max_delay_s: float = Field(default=DEFAULT_MAX_DELAY_S, gt=0)
+    reconnect_reset_after_s: float = Field(default=DEFAULT_RESET_AFTER_S, ge=0)
+    """A session up this long starts the backoff over; shorter ones keep it growing."""
+    crash_loop_after: int = Field(default=DEFAULT_CRASH_LOOP_AFTER, ge=1)
+    """Reconnects in a row without such a session before it is reported crash-looping."""
     max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     shutdown_grace_s: float = Field(default=5.0, ge=0)
 
@@ -304,6 +317,8 @@ class McplServerSettings(Section):
     def _one_transport(self, info: ValidationInfo) -> Self:
         if self.command and self.url:
             raise invalid("sets both command (stdio) and url (WebSocket); choose one")
+        if self.reconnect_max_delay_s < self.reconnect_initial_delay_s:
+            raise invalid("reconnect_max_delay_s is less than reconnect_initial_delay_s")
         if not self.command and not self.url:
             raise invalid("needs command (stdio) or url (WebSocket)")
         context = load_context(info)
@@ -526,11 +541,11 @@ def load_settings(
     for secret in _declared_secrets(settings):
         register_secret(secret)
     refused = passthrough_problems(settings.model_dump(mode="json"), environ)
-    if problems := [
+    if refusals := [
         f"{_where(loc, path, file_values, env_values)}: {dotted(loc)}: {why}"
         for loc, why in refused
     ]:
-        raise SettingsError(problems)  # no configured secret reaches an MCPL server
+        raise SettingsError(refusals)  # no configured secret reaches an MCPL server
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     return LoadedSettings(settings, path, file_values, env_values, known_kinds)

@@ -38,6 +38,7 @@ from agentcore.mcpl.connection import McplStartError, ServerConnection, host_cap
 from agentcore.mcpl.environment import env_hint
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
+from agentcore.mcpl.reconnect import emit_state
 from agentcore.mcpl.transports import (
     ReconnectPolicy,
     TransportFactory,
@@ -64,6 +65,18 @@ def transport_factory(name: str, config: McplServerSettings) -> TransportFactory
         )
     assert config.url is not None
     return websocket_factory(name, config.url, max_frame_bytes=config.max_frame_bytes)
+
+
+def reconnect_policy(config: McplServerSettings) -> ReconnectPolicy | None:
+    """The server's reconnect schedule (`agentcore.mcpl.reconnect`), None without `reconnect`."""
+    if not config.reconnect:
+        return None
+    return ReconnectPolicy(
+        initial_delay_s=config.reconnect_initial_delay_s,
+        max_delay_s=config.reconnect_max_delay_s,
+        reset_after_s=config.reconnect_reset_after_s,
+        crash_loop_after=config.crash_loop_after,
+    )
 
 
 class McplHost:
@@ -119,7 +132,7 @@ class McplHost:
             grant=config.grant,
             handler=self.handle,
             disabled_feature_sets=config.disabled_feature_sets,
-            reconnect=ReconnectPolicy() if config.reconnect else None,
+            reconnect=reconnect_policy(config),
             host_capabilities=self.capabilities,
             emit=self.kernel.emit,
         )
@@ -214,14 +227,7 @@ class McplHost:
 
     async def _state_trace(self, connection: ServerConnection) -> None:
         """``mcpl:server_state``: what an observer (the console) shows of a server."""
-        features = connection.feature_sets.values()
-        await self.kernel.emit(
-            "mcpl:server_state",
-            serverId=connection.name,
-            state=connection.state,
-            grant=sorted(connection.grant),
-            featureSets=sorted(fs.name for fs in features if fs.enabled),
-        )
+        await emit_state(self.kernel.emit, connection)
 
     async def _trace_close(self, connection: ServerConnection) -> None:
         await connection.wait_closed()

@@ -3,8 +3,8 @@
 Each carries one JSON-RPC message per `send`/`receive` (see
 `agentcore.mcpl.jsonrpc.Transport`). A transport is one session: it never
 reconnects by itself, because a new socket or process is a new MCPL session
-that has to be initialized again. `ReconnectPolicy` tells the connection
-layer (`ServerConnection`) to open a new transport and re-run `initialize`.
+that has to be initialized again. `ReconnectPolicy` (`agentcore.mcpl.reconnect`) tells
+the connection layer (`ServerConnection`) to open a new transport and re-run `initialize`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import contextlib
 import os
 import signal
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import aiohttp
 from loguru import logger
 
 from agentcore.mcpl.environment import env_hint, server_environment
 from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport, TransportClosed
+from agentcore.mcpl.reconnect import ReconnectPolicy
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 DEFAULT_SHUTDOWN_GRACE_S = 5.0  # stdin closed: how long a server has to exit by itself
@@ -484,27 +484,7 @@ def memory_pair() -> tuple[MemoryTransport, MemoryTransport]:
     return MemoryTransport(b_to_a, a_to_b), MemoryTransport(a_to_b, b_to_a)
 
 
-# -- reconnecting ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReconnectPolicy:
-    """Open a new session after a lost one, waiting longer each time.
-
-    The n-th attempt (from 0) waits `initial_delay_s * multiplier**n`, capped
-    at `max_delay_s`; `max_attempts` None means keep trying.
-    """
-
-    initial_delay_s: float = 0.5
-    max_delay_s: float = 30.0
-    multiplier: float = 2.0
-    max_attempts: int | None = None
-
-    def delays(self) -> Iterator[float]:
-        attempt = 0
-        while self.max_attempts is None or attempt < self.max_attempts:
-            yield min(self.max_delay_s, self.initial_delay_s * self.multiplier**attempt)
-            attempt += 1
+# -- factories ---------------------------------------------------------------
 
 
 def stdio_factory(

@@ -104,21 +104,26 @@ class Reconnects:
     async def watch(self, closed: Awaitable[None]) -> None:
         """Wait for the current session to end; once it has stayed up `reset_after_s`, the
         schedule starts over (and a crash loop is over)."""
+        loop = asyncio.get_running_loop()
+        opened = loop.time()
         ending = asyncio.ensure_future(closed)
         try:
             done, _ = await asyncio.wait({ending}, timeout=self.policy.reset_after_s)
-            if not done and self.attempts:
-                was_looping, self.attempts = self.crash_looping, 0
-                if was_looping:
-                    self._log.info(
-                        "mcpl server {}: up for {} s: no longer crash-looping",
-                        self._server.name,
-                        self.policy.reset_after_s,
-                    )
-                    await self._trace_ready(crashLooping=False)
+            if not done or loop.time() - opened >= self.policy.reset_after_s:
+                await self._stayed_up()
             await ending
         finally:
             ending.cancel()
+
+    async def _stayed_up(self) -> None:
+        was_looping, self.attempts = self.crash_looping, 0
+        if was_looping:
+            self._log.info(
+                "mcpl server {}: up for {} s: no longer crash-looping",
+                self._server.name,
+                self.policy.reset_after_s,
+            )
+            await self._trace_ready(crashLooping=False)
 
     async def wait(self, why: str) -> None:
         """Log and trace the next attempt's wait, then wait it. `why`: what ended the last

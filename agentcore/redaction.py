@@ -226,7 +226,11 @@ def settings_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> Ite
     for every section, plugins' included: a secret-named entry of a ``headers`` or ``env``
     table (``Authorization``, ``x-api-key``, an MCPL server's ``API_TOKEN``), the value
     of the environment variable a secret-named ``*_env`` key names (``api_key_env``), and
-    the secret parts of any URL (``base_url``, a server's ``url``)."""
+    the secret parts of any URL (``base_url``, a server's ``url``), and the values of a
+    command line's secret-named flags (a server's ``command = [..., "--token", "X"]``)."""
+    for argv in _lists(tree):
+        for secret in argv_secrets(argv):
+            yield from credential_parts(secret)
     for path, value in _leaves(tree):
         if not isinstance(value, str) or not path:
             continue
@@ -240,9 +244,47 @@ def settings_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> Ite
             yield from url_secrets(value)
 
 
+def _secret_flag(arg: str) -> bool:
+    """``--api-key``, ``--token``, ``-password``: a flag whose name is a secret's."""
+    return arg.startswith("-") and is_secret_name(arg.lstrip("-"))
+
+
+def argv_secrets(argv: list[Any]) -> list[str]:
+    """The values a command line passes with secret-named flags: ``--api-key X``,
+    ``--token=X``, ``--password X`` (a value that is itself a ``--flag`` is not one)."""
+    found: list[str] = []
+    for i, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            continue
+        flag, equals, value = arg.partition("=")
+        if equals and _secret_flag(flag) and value:
+            found.append(value)
+        elif not equals and _secret_flag(arg) and i + 1 < len(argv):
+            following = argv[i + 1]
+            if isinstance(following, str) and not following.startswith("--"):
+                found.append(following)
+    return found
+
+
+def shown_argv(argv: list[Any]) -> list[Any]:
+    """`argv` with the values of secret-named flags masked (`argv_secrets`)."""
+    secrets = set(argv_secrets(argv))
+    shown: list[Any] = []
+    for arg in argv:
+        flag, equals, value = arg.partition("=") if isinstance(arg, str) else ("", "", "")
+        if equals and value in secrets and _secret_flag(flag):
+            shown.append(f"{flag}={REDACTED}")
+        else:
+            shown.append(REDACTED if isinstance(arg, str) and arg in secrets else arg)
+    return shown
+
+
 def shown_setting(path: tuple[str, ...], value: Any) -> Any:
     """What `agentcore settings` prints for a leaf (before `redact` runs over the line): a
-    secret-named header or env entry masked whole, a URL with its secret parts masked."""
+    secret-named header or env entry masked whole, a URL with its secret parts masked, a
+    command line with the values of its secret-named flags masked."""
+    if isinstance(value, list):
+        return [shown_setting(path, item) for item in shown_argv(value)]
     if not isinstance(value, str):
         return value
     if _names_a_secret(path):
@@ -254,6 +296,16 @@ def shown_setting(path: tuple[str, ...], value: Any) -> Any:
 
 def _names_a_secret(path: tuple[str, ...]) -> bool:
     return len(path) >= 2 and path[-2] in _CREDENTIAL_TABLES and is_secret_name(path[-1])
+
+
+def _lists(tree: Any) -> Iterator[list[Any]]:
+    if isinstance(tree, Mapping):
+        for value in tree.values():
+            yield from _lists(value)
+    elif isinstance(tree, list):
+        yield tree
+        for item in tree:
+            yield from _lists(item)
 
 
 def _leaves(tree: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -271,6 +323,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
     "StreamRedactor",
+    "argv_secrets",
     "credential_parts",
     "excerpt",
     "is_secret_name",
@@ -280,6 +333,7 @@ __all__ = [
     "redact_value",
     "register_secret",
     "settings_secrets",
+    "shown_argv",
     "shown_setting",
     "url_secrets",
 ]

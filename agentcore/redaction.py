@@ -3,7 +3,8 @@
 A secret is a value, not a place: once registered (`register_secret`), it is
 replaced with ``[REDACTED]`` wherever it appears inside a text, as a whole or
 inside a longer string (a provider that echoes "Incorrect API key provided:
-Bearer sk-..." in its error body). The settings loader registers every secret
+Bearer sk-..." in its error body), in any case, or split by whitespace in one place
+(a model that echoes a key upper-cased, or wraps it at a line's end). The settings loader registers every secret
 the settings configure (`settings_secrets`); a provider registers each key it
 resolves. The exits call `redact`: CLI output, every MCPL frame
 (`JsonRpcPeer._send`), trace fields before observers see them, logs and trace
@@ -38,22 +39,49 @@ _SECRET_NAMES = frozenset({"sig", "pwd"})
 _secrets: set[str] = set()
 _ordered: tuple[str, ...] = ()
 """Every registered form, longest first (``user:password`` before ``password``)."""
+_folded: frozenset[str] = frozenset()
+"""Every registered form folded (`_fold`: lowercased, whitespace left out): what a secret
+echoed in another case, or split by whitespace, still reads as."""
+_anchors: tuple[str, ...] = ()
+"""The halves of each folded form: a secret split by whitespace in one place leaves one of
+them whole, so a text that holds neither, in any case, holds no such secret, and `_loose`
+need not run. (Split in more places it is masked only when a half is still whole: a test
+per half costs every frame some 130 ns, and thirds would cost half as much again.)"""
+_loose: re.Pattern[str] | None = None
+"""Every folded form, its characters with any whitespace between them (a JSON frame's
+``\\n`` too), in any case; longest first."""
 _starts_by_end: dict[str, tuple[tuple[str, int], ...]] = {}
-"""Every proper start of a registered form (``s``, ``sk``, ``sk-``, ...) as the form and
-the start's length, by the start's last two characters (its one character for a start
-of one), longest first: `StreamRedactor` looks up the end of a chunk to find the few
+"""Every proper start of a folded form (``s``, ``sk``, ``sk-``, ...) as the form and the
+start's length, by the start's last two characters (its one character for a start of
+one), longest first: `StreamRedactor` looks up the folded end of a chunk to find the few
 starts of secrets that could end it."""
 _secret_characters: frozenset[str] = frozenset()
-"""Every character of a registered form: a chunk ending in another starts no secret."""
+"""Every character of a folded form: a chunk ending in another (or in whitespace) starts
+no secret."""
+_longest = 0
+"""The longest folded form."""
+
+_GAP = r"(?:\s|\\[nrt])*"
+"""What may split a secret: whitespace, or its JSON escape inside an encoded frame."""
+
+
+def _fold(text: str) -> str:
+    return "".join(text.lower().split())
+
+
+def _halves(form: str) -> tuple[str, str]:
+    middle = len(form) // 2
+    return form[:middle], form[middle:]
 
 
 def register_secret(value: str | None) -> None:
     """Remember a secret so every text that leaves the process is scrubbed of it.
 
     Its JSON-escaped forms are registered too, so it is found inside an encoded frame
-    or trace line even when it holds a quote, a backslash or non-ASCII characters.
+    or trace line even when it holds a quote, a backslash or non-ASCII characters; and
+    each form is found in any case and split by whitespace (`_loose`).
     """
-    global _ordered, _starts_by_end, _secret_characters
+    global _ordered, _folded, _anchors, _loose, _starts_by_end, _secret_characters, _longest
     if not value or len(value) < MIN_SECRET_LENGTH:
         return
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
@@ -61,33 +89,66 @@ def register_secret(value: str | None) -> None:
         return
     _secrets.update(forms)
     _ordered = tuple(sorted(_secrets, key=len, reverse=True))
-    starts = [(form, n) for form in _secrets for n in range(1, len(form))]
+    _folded = frozenset(f for f in map(_fold, _secrets) if len(f) >= MIN_SECRET_LENGTH)
+    by_length = sorted(_folded, key=len, reverse=True)
+    _anchors = tuple({half for form in by_length for half in _halves(form)})
+    _loose = re.compile(
+        "|".join(_GAP.join(re.escape(c) for c in form) for form in by_length), re.IGNORECASE
+    )
+    starts = [(form, n) for form in _folded for n in range(1, len(form))]
     by_end: dict[str, list[tuple[str, int]]] = {}
     for secret, n in sorted(starts, key=lambda start: start[1], reverse=True):
         by_end.setdefault(secret[max(0, n - 2) : n], []).append((secret, n))
     _starts_by_end = {end: tuple(found) for end, found in by_end.items()}
-    _secret_characters = frozenset("".join(_secrets))
+    _secret_characters = frozenset("".join(_folded))
+    _longest = len(by_length[0]) if by_length else 0
 
 
-def _secret_start_at_end(text: str) -> int:
-    """The length of the longest tail of `text` that is a proper start of a registered
-    secret (0 for none): two lookups, by the last two characters and by the last one."""
-    for form, n in _starts_by_end.get(text[-2:], ()):
-        if n <= len(text) and form.startswith(text[-n:]):
-            return n
-    return 1 if text[-1:] in _starts_by_end else 0
+def _held_length(text: str) -> int:
+    """How many characters at the end of `text` could be the start of a registered secret,
+    in any case and with whitespace in it (0 for none). Trailing whitespace is held with
+    such a start, since the secret may go on after it, when the start begins a word."""
+    last = text[-1:]
+    if not last or not (last.isspace() or last.lower() in _secret_characters):
+        return 0
+    folded = _fold(text[-2 * _longest :])[-_longest:]
+    n = 0
+    for form, length in _starts_by_end.get(folded[-2:], ()):
+        if length <= len(folded) and form.startswith(folded[-length:]):
+            n = length
+            break
+    else:
+        if folded[-1:] in _starts_by_end:
+            n = 1
+    if not n:
+        return 0
+    i = len(text)
+    while n:  # back over n characters of the start, and the whitespace among them
+        i -= 1
+        n -= not text[i].isspace()
+    if last.isspace() and i and text[i - 1].isalnum():
+        return 0  # the end of a word ("dear "), not a secret's start split off by a space
+    return len(text) - i
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret replaced by ``[REDACTED]``.
+    """`text` with every registered secret replaced by ``[REDACTED]``, also in another case
+    or split by whitespace.
 
     A substring test per secret (C's fast search, some 60 ns on a chunk frame), not a
     regex alternation, which Python's engine tries at every position: five times slower
-    with a handful of secrets. With none registered the loop does not run.
+    with a handful of secrets. Then one lowercasing and a test per anchor (`_anchors`):
+    only a text that holds a piece of a secret goes through the regex (`_loose`). With
+    none registered the loops do not run.
     """
     for secret in _ordered:
         if secret in text:
             text = text.replace(secret, REDACTED)
+    if _loose is not None:
+        lowered = text.lower()
+        for anchor in _anchors:
+            if anchor in lowered:
+                return _loose.sub(REDACTED, text)
     return text
 
 
@@ -95,10 +156,10 @@ class StreamRedactor:
     """`redact` for one stream of text chunks: a secret split across chunks is masked too.
 
     Each chunk's text goes out at once (redacted), but for its tail when that tail is
-    the start of a registered secret: at most the longest secret less one character,
-    held until the next chunk shows whether the secret follows, or `flush` ends the
-    stream. A chunk whose tail starts no secret is held not at all. With no secret
-    registered, `feed` hands the chunk back as it is.
+    the start of a registered secret (in any case, whitespace and all): held until the
+    next chunk shows whether the secret follows, or `flush` ends the stream. A chunk
+    whose tail starts no secret is held not at all. With no secret registered, `feed`
+    hands the chunk back as it is.
     """
 
     __slots__ = ("_held",)
@@ -111,7 +172,7 @@ class StreamRedactor:
         if not _ordered:
             return text
         text = redact(self._held + text)
-        held = _secret_start_at_end(text) if text and text[-1] in _secret_characters else 0
+        held = _held_length(text)
         if held:
             self._held = text[-held:]
             return text[:-held]

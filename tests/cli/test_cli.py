@@ -466,14 +466,18 @@ command = ["node", "server.js", "--api-key", "argv-key-1234567", "--token=argv-t
 def test_a_secret_in_a_servers_command_line_is_masked_everywhere(tmp_path: Path) -> None:
     """Registered at load, like every configured credential: masked in any text that
     leaves the process (a server that echoes its arguments to stderr, say)."""
-    from agentcore.redaction import redact
-    from agentcore.settings import load_settings
-
     path = tmp_path / "argv.toml"
     path.write_text('[mcpl.servers.s]\ncommand = ["srv", "--access-token", "argv-tok-2468"]\n')
-    assert redact("started with argv-tok-2468") == "started with argv-tok-2468"
-    load_settings(path, environ={})
-    assert redact("started with argv-tok-2468") == "started with [REDACTED]"
+    script = (
+        "import sys; from pathlib import Path; from agentcore.redaction import redact; "
+        "from agentcore.settings import load_settings; "
+        "before = redact('started with argv-tok-2468'); load_settings(Path(sys.argv[1])); "
+        "print(before); print(redact('started with argv-tok-2468'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.splitlines() == ["started with argv-tok-2468", "started with [REDACTED]"]
 
 
 @pytest.mark.parametrize("where", ["file", "environment"])

@@ -4,17 +4,18 @@ A secret is a value, not a place: once registered (`register_secret`), it is
 replaced with ``[REDACTED]`` wherever it appears inside a text, as a whole or
 inside a longer string (a provider that echoes "Incorrect API key provided:
 Bearer sk-..." in its error body), in any case, or split by whitespace in one place
-(a model that echoes a key upper-cased, or wraps it at a line's end). The settings loader registers every secret
-the settings configure (`settings_secrets`); a provider registers each key it
-resolves. The exits call `redact`: CLI output, every MCPL frame
-(`JsonRpcPeer._send`), trace fields before observers see them, logs and trace
-lines (`redact_log`, which also masks header-shaped credentials nobody
+(a model that echoes a key upper-cased, or wraps it at a line's end). The settings
+loader registers every secret the settings configure (`settings_secrets`); a
+provider registers each key it resolves. The exits call `redact`: CLI output, every
+MCPL frame (`JsonRpcPeer._send`), trace fields before observers see them, logs and
+trace lines (`redact_log`, which also masks header-shaped credentials nobody
 registered), and `agentcore settings` (`shown_setting`, which masks by name too).
 
 `redact` is on the hot path of every MCPL frame: with nothing registered it is
-an empty loop; otherwise one substring test per registered secret. Streamed text
-(`agentcore infer`'s output, MCPL ``inference/chunk``) goes through a `StreamRedactor`
-per stream, so a secret a provider echoes split across two chunks is masked too.
+an empty loop; otherwise one substring test per registered form, then one per half
+of each (`_anchors`), in the text lowercased. Streamed text (`agentcore infer`'s
+output, MCPL ``inference/chunk``) goes through a `StreamRedactor` per stream, so a
+secret a provider echoes split across two chunks is masked too.
 
 This module imports nothing of agentcore's, so any module may use it.
 """

@@ -1,4 +1,6 @@
 # Everything installs from nothing: python3 and make are all a machine needs.
+# uv installs the workspace (the kernel and every package under plugins/) from the
+# committed uv.lock, so a fresh clone gets exactly what main was tested with.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -6,12 +8,26 @@ PLUGINS := $(sort $(wildcard plugins/*))
 STAMP := $(VENV)/.installed
 LINT_PATHS := $(wildcard agentcore plugins tests bench examples)
 
-.PHONY: install demo test lint typecheck pytest bench clean chromium redis-server
+# uv itself: the one on PATH, else a pinned release bootstrapped from PyPI (a wheel,
+# installed by pip into .uv/; nothing else is downloaded). `make UV=/path/to/uv` to choose.
+UV_VERSION := 0.13.9
+UV ?= $(or $(shell command -v uv 2>/dev/null),.uv/bin/uv)
+# uv uses this machine's python3 and never downloads an interpreter of its own.
+export UV_PYTHON := $(PYTHON)
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+# Bytecode caches on: each `agentcore` process a test starts would otherwise compile every
+# module it imports from source again (a third of the suite's CPU).
+unexport PYTHONDONTWRITEBYTECODE
+SYNC := $(UV) sync --frozen --all-packages
 
-$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]' $(foreach p,$(PLUGINS),-e $(p))
+.PHONY: install demo test lint typecheck pytest lockcheck bench dist upgrade clean chromium redis-server
+
+.uv/bin/uv:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target .uv 'uv==$(UV_VERSION)'
+
+$(STAMP): $(UV) uv.lock pyproject.toml $(wildcard plugins/*/pyproject.toml)
+	$(SYNC) --group dev
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,8 +42,11 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy agentcore $(foreach p,$(PLUGINS),$(p)/src)
 
+# Both cores: most tests wait on real processes, sockets and Redis, so four workers keep
+# two CPUs busy (pytest-xdist; every test already uses free ports and its own temp folder).
+PYTEST_WORKERS ?= 4
 pytest: install chromium redis-server
-	CHROMIUM=$(CHROMIUM) $(VENV)/bin/pytest
+	CHROMIUM=$(CHROMIUM) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 # Real services the tests need come from Debian's packages when the machine lacks them and
 # we are root; otherwise a clear message says what to install. Never a skip, never a fake.
@@ -58,12 +77,28 @@ redis-server:
 	    exit 1; \
 	  fi; }
 
-test: lint typecheck pytest
+# The lock must say what every pyproject.toml asks for: a dependency changed without
+# `uv lock` fails here, not on a user's machine.
+lockcheck: $(UV)
+	$(UV) lock --check
+
+test: lockcheck lint typecheck pytest
 
 bench: install
-	$(PY) -m pip install --quiet -e '.[bench]'
+	$(SYNC) --group dev --group bench
 	$(PY) bench/hooks.py
 	$(PY) bench/startup.py
 
+# An sdist and a wheel for the kernel and every plugin, in dist/.
+dist: $(UV)
+	rm -rf dist
+	$(UV) build --all-packages --out-dir dist
+
+# Re-resolve the lock to the newest releases the pyproject ranges allow, install them and
+# run the whole check: an upstream change arrives as a reviewed uv.lock diff.
+upgrade: $(UV)
+	$(UV) lock --upgrade
+	$(MAKE) test
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .uv dist

@@ -3,7 +3,7 @@
 Both directions of MCPL. First the server asks the host: a loopback provider
 (from `agentcore.testing`, speaking Anthropic's wire format) answers the first
 call with a 429 and a stated wait, then streams; the example MCPL server
-(`examples/memory_server.py`, over stdio) asks the host for a streamed summary.
+(`agentcore/examples/memory_server.py`, over stdio) asks the host for a streamed summary.
 Then the host runs a turn of its own: the server, granted to inject before the
 user's message (not to read it) and to watch the turn's lifecycle, adds what it
 remembers, and hears the turn start and complete. The demo prints what happens
@@ -49,10 +49,8 @@ STEP_TIMEOUT_S = 30.0
 
 
 def example_server() -> Path:
-    path = Path(__file__).resolve().parent.parent / "examples" / "memory_server.py"
-    if not path.exists():
-        raise SystemExit(f"agentcore demo needs a source checkout: {path} is missing")
-    return path
+    """The example server ships inside the package: the demo runs from an installed wheel."""
+    return Path(__file__).resolve().parent / "examples" / "memory_server.py"
 
 
 class DemoPrinter:

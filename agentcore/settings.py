@@ -41,7 +41,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
+from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, MAX_REQUEST_DEADLINE_S
 from agentcore.mcpl.environment import passthrough_problems
+from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
 from agentcore.mcpl.reconnect import (
     DEFAULT_CRASH_LOOP_AFTER,
     DEFAULT_INITIAL_DELAY_S,
@@ -156,6 +158,8 @@ class ModelSettings(Section):
     """Tokens the model takes in, prompt and output together."""
     capabilities: list[str] | None = None
     """E.g. ["vision", "tools"]."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """The most tokens the model writes in one reply: a ceiling on an MCPL `maxTokens`."""
 
 
 class ParticipantNames(Section):
@@ -274,8 +278,9 @@ class FleetSettings(Section):
         return url
 
 
-class McplServerSettings(Section):
-    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`)."""
+class McplServerSettings(Section, ServerLimitSettings):
+    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`), and
+    its own bounds (`agentcore.mcpl.limits`; unset: ``[mcpl]``'s)."""
 
     command: list[str] | None = Field(default=None, min_length=1)
     url: str | None = None
@@ -299,6 +304,9 @@ class McplServerSettings(Section):
     """Reconnects in a row without such a session before it is reported crash-looping."""
     max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     shutdown_grace_s: float = Field(default=5.0, ge=0)
+    request_deadline_s: float | None = Field(default=None, gt=0, le=MAX_REQUEST_DEADLINE_S)
+    """How long a request this server sends may take before the host stops working on it
+    and answers it -32603; unset: ``[mcpl] request_deadline_s``."""
 
     @field_validator("url")
     @classmethod
@@ -327,8 +335,14 @@ class McplServerSettings(Section):
         return self
 
 
-class McplSettings(Section):
+class McplSettings(Section, McplLimitSettings):
+    """``[mcpl]``: the servers, and the bounds each is held to unless it sets its own."""
+
     servers: dict[str, McplServerSettings] = Field(default_factory=dict)
+    request_deadline_s: float = Field(
+        default=DEFAULT_REQUEST_DEADLINE_S, gt=0, le=MAX_REQUEST_DEADLINE_S
+    )
+    """The deadline of every server's requests unless its own table sets one."""
 
 
 def _default_providers() -> dict[str, ProviderSettings]:

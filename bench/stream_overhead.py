@@ -234,7 +234,7 @@ async def main() -> int:
             try:
                 run, close = await setup(server)
             except ImportError as exc:
-                print(f"{label}: skipped, not installed ({exc.name}); pip install -e '.[bench]'")
+                print(f"{label}: skipped, not installed ({exc.name}); make bench installs it")
                 continue
             closers.append(close)
             await run(1000)  # warm-up: connections, imports, caches

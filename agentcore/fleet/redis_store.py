@@ -404,7 +404,7 @@ class RedisFleetStore:
                 self._wake_all()
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()
             await asyncio.sleep(RESUBSCRIBE_S * random.uniform(0.5, 1.5))
 
     # -- lifecycle ----------------------------------------------------------------------

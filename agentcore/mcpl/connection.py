@@ -12,8 +12,10 @@ Lifecycle of a session (SPEC §5.2-5.3, §6.7):
    method is refused with -32002 (`data.reason: "policy_pending"`): before
    the exchange the effective grant is, by §5.3, empty, and a denied
    capability is refused with -32002. A refusal receipt (`accepted: false`)
-   leaves MCPL disabled (`data.reason: "policy_refused"`), and a server
-   without `experimental.mcpl` never enables it (`"mcpl_absent"`).
+   leaves MCPL disabled (`data.reason: "policy_refused"`), an error or no answer
+   too (`"policy_unacknowledged"`: nothing was refused), and a server without
+   `experimental.mcpl` never enables it (`"mcpl_absent"`). A 0.3/0.4 server gets
+   its own version's Notification instead, in force as sent (`compat`).
 
 Checks on each inbound request, in this order, before the handler sees it:
 the method's capability is granted (-32002, `data.capability`), and with
@@ -65,16 +67,29 @@ method) is ignored, as that protocol allows.
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import itertools
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from loguru import logger
 
+from agentcore.mcpl.compat import (
+    HOST_MCPL_CAPABILITIES,
+    MCPL_VERSION,
+    OFF_STATES,
+    Negotiation,
+    client_version,
+    denied,
+    host_capabilities,
+    keyed_feature_sets,
+    legacy_policy_params,
+    negotiate,
+    refused_in,
+)
+from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, Deadline
 from agentcore.mcpl.grants import (
     FeatureSet,
     advertised_capabilities,
@@ -94,7 +109,6 @@ from agentcore.mcpl.jsonrpc import (
 from agentcore.mcpl.manifest import ChangeReceipt, changed_domains, check_revision, impacts
 from agentcore.mcpl.outbox import Outbox
 from agentcore.mcpl.protocol import (
-    CAPABILITY_DENIED,
     FEATURE_SET_NOT_ENABLED,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -108,41 +122,11 @@ from agentcore.mcpl.reconnect import ReconnectPolicy, Reconnects
 from agentcore.mcpl.transports import TransportFactory
 
 MCP_PROTOCOL_VERSION = "2025-06-18"
-MCPL_VERSION = "0.5"
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 DEFAULT_MANIFEST_FETCH_INTERVAL_S = 1.0
 """§17.8: the least time between two `mcpl/manifest` fetches from one server."""
 PENDING_RECEIPT = "pending_receipt"
 """Why a feature set the new policy enables is not enabled yet (§6.7: after the receipt)."""
-
-# What the connection layer itself supports, as §5.2 shapes it. The rest of what a host
-# advertises comes from the plugins that provide each policy (`host_capabilities`).
-HOST_MCPL_CAPABILITIES: dict[str, Any] = {
-    "version": MCPL_VERSION,
-    "featureSets": True,
-}
-
-
-def host_capabilities(contributed: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """`HOST_MCPL_CAPABILITIES` merged with the capabilities plugins provide (objects merged
-    member by member, §5.1's nesting; ``true`` wins over an object beneath it)."""
-    merged = dict(HOST_MCPL_CAPABILITIES)
-    for capabilities in contributed:
-        _merge(merged, capabilities)
-    return merged
-
-
-def _merge(into: dict[str, Any], more: Mapping[str, Any]) -> None:
-    for key, value in more.items():
-        here = into.get(key)
-        if isinstance(here, dict) and isinstance(value, Mapping):
-            _merge(here, value)
-        elif isinstance(value, Mapping) and here is not True:
-            into[key] = {}
-            _merge(into[key], value)
-        elif here is None or value is True:
-            into[key] = value
-
 
 # Server→host methods and the capability each needs (§9, §11, §12, §14.1).
 INBOUND_CAPABILITY: dict[str, str] = {
@@ -185,13 +169,6 @@ McplNotificationHandler = Callable[["ServerConnection", str, dict[str, Any]], Aw
 TraceEmitter = Callable[..., Awaitable[None]]
 """`emit(type, **fields)`: the kernel's `Kernel.emit`."""
 
-_STATE_REASONS = {
-    "pending": "the initial featureSets/update exchange has not completed",
-    "refused": "the server refused the host's policy, so MCPL is disabled",
-    "absent": "the server does not speak MCPL",
-}
-_STATE_CODES = {"pending": "policy_pending", "refused": "policy_refused", "absent": "mcpl_absent"}
-
 
 @dataclass(frozen=True, slots=True)
 class PolicyStep:
@@ -216,20 +193,6 @@ def _on(feature_sets: Mapping[str, FeatureSet], name: str) -> bool:
 
 class McplStartError(Exception):
     """A session could not be established (spawn, connect, or handshake failed)."""
-
-
-def _client_version() -> str:
-    try:
-        return importlib.metadata.version("agentcore")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-def _denied(capability: str, why: str | None = None, **extra: Any) -> McplError:
-    message = f"Capability denied: {capability}"
-    if why:
-        message += f" ({why})"
-    return McplError(CAPABILITY_DENIED, message, {"capability": capability, **extra})
 
 
 class SessionHandle:
@@ -297,6 +260,8 @@ class ServerConnection:
         host_capabilities: Mapping[str, Any] | None = None,
         emit: TraceEmitter | None = None,
         manifest_fetch_interval_s: float = DEFAULT_MANIFEST_FETCH_INTERVAL_S,
+        deadline: Deadline | None = None,
+        make_peer: Callable[..., JsonRpcPeer] = JsonRpcPeer,  # the host's: `BoundedPeer`
     ) -> None:
         self._name = name
         self._factory = transport_factory
@@ -309,7 +274,8 @@ class ServerConnection:
         self._timeout = request_timeout_s
         self._host_capabilities = dict(host_capabilities or HOST_MCPL_CAPABILITIES)
         self._emit = emit
-        self._fetch_interval_s = manifest_fetch_interval_s
+        self._fetch_interval_s, self._make_peer = manifest_fetch_interval_s, make_peer
+        self._deadline = deadline or Deadline(DEFAULT_REQUEST_DEADLINE_S, "the default")
         self._log = logger.bind(mcpl_server=name)
         self._peer: JsonRpcPeer | None = None
         self._session: SessionHandle | None = None  # what requests of the current session see
@@ -319,8 +285,7 @@ class ServerConnection:
         self._policy_lock = asyncio.Lock()  # one featureSets/update Request at a time
         self._session_tasks: set[asyncio.Task[Any]] = set()
         self._reset_session_state()
-        self.sessions = 0
-        self._outbox = Outbox(name)
+        self.sessions, self._outbox = 0, Outbox(name)
 
     def _reset_session_state(self) -> None:
         for task in self._session_tasks:
@@ -340,6 +305,8 @@ class ServerConnection:
         self._manifest_notices = 0  # mcpl/manifestChanged seen since the last fetch began
         self._manifest_fetcher: asyncio.Task[None] | None = None
         self._settled = asyncio.Event()  # the initial policy exchange is over, either way
+        self.negotiation = Negotiation()  # what was agreed at initialize (compat)
+        self._undeclared_warned: set[tuple[str, str]] = set()
         self.server_info: Any = None
         self.manifest: dict[str, Any] = {}
         """The `initialize` result's `capabilities`, its `experimental.mcpl` as in force."""
@@ -372,7 +339,8 @@ class ServerConnection:
 
     @property
     def state(self) -> str:
-        """pending, ready, refused (the server refused the policy) or absent (no MCPL)."""
+        """pending, ready, refused (the server refused the policy), unacknowledged (its
+        initial policy failed: an error or no answer) or absent (no MCPL)."""
         return self._state
 
     @property
@@ -442,9 +410,9 @@ class ServerConnection:
         if needs is None:
             return
         if self._state != "ready":
-            raise _denied(needs[0], _STATE_REASONS[self._state], reason=_STATE_CODES[self._state])
+            raise refused_in(self._state, needs[0])
         if not any(is_granted(self._grant, capability) for capability in needs):
-            raise _denied(needs[0], "not in the effective grant")
+            raise denied(needs[0], "not in the effective grant")
         self._outbound_allowed.add(method)
 
     # -- lifecycle -----------------------------------------------------------
@@ -539,7 +507,7 @@ class ServerConnection:
             transport = await self._factory()
         except Exception as exc:
             raise McplStartError(f"mcpl server {self._name}: could not open: {exc}") from exc
-        peer = JsonRpcPeer(
+        peer = self._make_peer(
             transport, self._on_request, self._on_notification, name=f"mcpl server {self._name}"
         )
         self._peer = peer
@@ -562,7 +530,7 @@ class ServerConnection:
             {
                 "protocolVersion": MCP_PROTOCOL_VERSION,
                 "capabilities": {"experimental": {"mcpl": self._host_capabilities}},
-                "clientInfo": {"name": "agentcore", "version": _client_version()},
+                "clientInfo": {"name": "agentcore", "version": client_version()},
             },
             timeout=self._timeout,
         )
@@ -571,12 +539,11 @@ class ServerConnection:
         capabilities = result.get("capabilities")
         self.manifest = capabilities if isinstance(capabilities, dict) else {}
         self.server_info = result.get("serverInfo")
-        await peer.notify("notifications/initialized")
-
         experimental = self.manifest.get("experimental")
         mcpl = experimental.get("mcpl") if isinstance(experimental, dict) else None
         if not isinstance(mcpl, dict):
             # §3.3: an MCP server; MCPL stays off and its methods are refused.
+            await peer.notify("notifications/initialized")
             self._state = "absent"
             self._log.warning("mcpl server {}: does not advertise MCPL", self._name)
             return
@@ -599,6 +566,9 @@ class ServerConnection:
             step.params["effectiveCapabilities"],
             step.params["enabled"],
         )
+        if not self.negotiation.policy_as_request:
+            self._activate(step)  # 0.4: in force before the server may send; it does not wait
+        await peer.notify("notifications/initialized")
         outcome = await self._tell(peer, step, initial=True)
         if outcome == "close":
             raise McplStartError(
@@ -609,13 +579,10 @@ class ServerConnection:
 
     def _adopt_manifest(self, mcpl: dict[str, Any], source: str) -> None:
         """Hold `mcpl` as the manifest in force, validated as §17.5 asks: as at initialize."""
-        if mcpl.get("version") != MCPL_VERSION:
-            self._log.warning(
-                "mcpl server {}: speaks MCPL {!r}, this host {}",
-                self._name,
-                mcpl.get("version"),
-                MCPL_VERSION,
-            )
+        if source == "initialize":  # the dialect is the session's: chosen once (compat)
+            self.negotiation = negotiate(mcpl)
+            if (problem := self.negotiation.problem()) is not None:
+                self._log.warning("mcpl server {}: {}", self._name, problem)
         problem = check_revision(mcpl).problem()
         if problem is not None:  # §17.2: a conformance defect, never grounds to reject
             self._log.warning("mcpl server {}: {} ({})", self._name, problem, source)
@@ -628,7 +595,9 @@ class ServerConnection:
             },
         }
         self._advertised = frozenset(advertised_capabilities(self.manifest))
-        self._declared = mcpl.get("featureSets")
+        self._declared, problem = keyed_feature_sets(mcpl.get("featureSets"))
+        if problem is not None:  # §6.1 says an object: another form is read, never silently
+            self._log.warning("mcpl server {}: {}", self._name, problem)
 
     def _current_mcpl(self) -> dict[str, Any]:
         experimental = self.manifest.get("experimental")
@@ -648,7 +617,7 @@ class ServerConnection:
         feature_sets = derive_feature_sets(self._declared, grant, self._disabled)
         params = self._policy_params(grant, feature_sets)
         before_grant, before_sets = self._grant, self._feature_sets
-        if self._state == "refused":  # nothing was on: everything waits for the receipt
+        if self._state in OFF_STATES:  # nothing was on: everything waits for the receipt
             before_sets = {}
         interim: dict[str, FeatureSet] = {}
         for name, fs in feature_sets.items():
@@ -693,10 +662,11 @@ class ServerConnection:
     async def _tell(self, peer: JsonRpcPeer, step: PolicyStep, *, initial: bool = False) -> str:
         """Send `step`'s policy as a `featureSets/update` Request; activate it on the receipt.
 
-        Returns what happened: accepted (the whole policy is in force), unchanged (no
-        Request was needed), refused, close (refused, and the server asked to close),
-        unanswered, superseded (a newer change came first; it sends its own Request),
-        closed (the session ended), inactive (MCPL is off in this session).
+        Returns what happened: accepted (the whole policy is in force), notified (a 0.4
+        server's Notification: in force as sent), unchanged (no Request was needed), refused,
+        close (refused, and the server asked to close), unanswered, superseded (a newer change
+        came first; it sends its own Request), closed (the session ended), inactive (MCPL is
+        off in this session).
         """
         async with self._policy_lock:
             if self._peer is not peer or peer.closing:
@@ -708,6 +678,8 @@ class ServerConnection:
             in_force = self._grant == step.grant and self._feature_sets == step.feature_sets
             if not initial and in_force and step.params == self._acknowledged:
                 return "unchanged"
+            if not self.negotiation.policy_as_request:
+                return await self._notify_policy(peer, step)
             try:
                 receipt = await peer.request(
                     "featureSets/update", step.params, timeout=self._timeout
@@ -720,8 +692,8 @@ class ServerConnection:
                     exc,
                     "MCPL stays disabled" if initial else "what it would add stays off",
                 )
-                if initial:
-                    self._state = "refused"
+                if initial:  # it refused nothing (§6.7 `accepted: false` is a refusal)
+                    self._state = "unacknowledged"
                 return "unanswered"
             except ConnectionClosed:
                 return "closed"
@@ -743,6 +715,22 @@ class ServerConnection:
             self._grant, self._feature_sets = step.grant, step.feature_sets
             self._outbound_allowed.clear()
             return "accepted"
+
+    async def _notify_policy(self, peer: JsonRpcPeer, step: PolicyStep) -> str:
+        """MCPL 0.3/0.4 (`compat`): the policy is a Notification with no receipt, so it is in
+        force from just before it is sent: a request the server writes on reading it is served."""
+        self._activate(step)
+        try:
+            await peer.notify("featureSets/update", legacy_policy_params(step.params))
+        except ConnectionClosed:
+            return "closed"
+        return "notified"
+
+    def _activate(self, step: PolicyStep) -> None:
+        self._state = "ready"
+        self._acknowledged = step.params
+        self._grant, self._feature_sets = step.grant, step.feature_sets
+        self._outbound_allowed.clear()
 
     def _refusal(self, receipt: Any) -> str | None:
         """Log the degradation receipt; its `fallback` when it refuses (testimony only,
@@ -803,9 +791,9 @@ class ServerConnection:
         narrowed = self._grant
         # A refused policy offered again from the settings is an initial exchange once
         # more: MCPL is on only if the server accepts it.
-        offered_again = cause == "settings" and self._state == "refused"
+        offered_again = cause == "settings" and self._state in ("refused", "unacknowledged")
         outcome = await self._tell(peer, step, initial=offered_again)
-        if outcome == "accepted" and (step.pending or step.pending_sets):
+        if outcome in ("accepted", "notified") and (step.pending or step.pending_sets):
             await self._trace_policy(
                 step, added=step.pending, enabled=step.pending_sets, receipt=outcome
             )
@@ -870,7 +858,7 @@ class ServerConnection:
     def _on_manifest_changed(self, params: Params) -> None:
         """§17.3: a hint that the manifest changed. Only marks it stale: the fetch task
         decides, at the rate §17.8 allows, from what `mcpl/manifest` returns."""
-        if self._state in ("absent", "refused") or self._closing:
+        if self._state in OFF_STATES or self._closing:
             self._log.debug("mcpl server {}: mcpl/manifestChanged ignored (MCPL off)", self._name)
             return
         fields = params if isinstance(params, dict) else {}
@@ -997,7 +985,8 @@ class ServerConnection:
                 del cancellable[request_id]
 
     async def _answer(self, request: McplRequest) -> Any:
-        result = await self._handler(request)
+        async with self._deadline.applied(request):
+            result = await self._handler(request)
         if result is None:
             raise McplError(
                 METHOD_NOT_FOUND, f"Method not found: nothing here answers {request.method}"
@@ -1008,11 +997,9 @@ class ServerConnection:
         capability = INBOUND_CAPABILITY.get(method)
         if capability is not None:
             if self._state != "ready":
-                raise _denied(
-                    capability, _STATE_REASONS[self._state], reason=_STATE_CODES[self._state]
-                )
+                raise refused_in(self._state, capability)
             if not is_granted(self._grant, capability):
-                raise _denied(capability)
+                raise denied(capability)
         if params is None:
             params = {}
         if not isinstance(params, dict):
@@ -1024,7 +1011,7 @@ class ServerConnection:
                 raise McplError(INVALID_PARAMS, "Invalid params: stream must be a boolean")
             if stream:
                 if not is_granted(self._grant, "inferenceRequest.streaming"):
-                    raise _denied("inferenceRequest.streaming")
+                    raise denied("inferenceRequest.streaming")
                 exercised.append("inferenceRequest.streaming")
         if method in FEATURE_SET_METHODS:
             self._check_feature_set(params.get("featureSet"), exercised)
@@ -1057,7 +1044,7 @@ class ServerConnection:
                 {"featureSet": name, "reason": fs.reason},
             )
         for capability in exercised:
-            if not is_granted(fs.uses, capability):
+            if not is_granted(fs.uses, capability) and self._undeclared_use(name, capability):
                 # §6.4(2): the grant protects; the declaration did not say this.
                 self._log.warning(
                     "mcpl server {}: declaration mismatch: feature set {} exercised {}, "
@@ -1076,6 +1063,23 @@ class ServerConnection:
                         "reason": "declaration_mismatch",
                     },
                 )
+
+    def _undeclared_use(self, feature_set: str, capability: str) -> bool:
+        """True when a use its feature set's `uses` leaves out is refused (§6.4(2), from 0.5);
+        a 0.4 server's is served (the grant decided already) and warned about once."""
+        if self.negotiation.refuses_undeclared_use:
+            return True
+        if (feature_set, capability) not in self._undeclared_warned:
+            self._undeclared_warned.add((feature_set, capability))
+            self._log.warning(
+                "mcpl server {}: feature set {} exercised {}, which its uses does not declare; "
+                "served: MCPL {} has no declaration-mismatch rule (§6.4(2) is 0.5's)",
+                self._name,
+                feature_set,
+                capability,
+                self.negotiation.spoken,
+            )
+        return False
 
     async def _on_notification(self, method: str, params: Params) -> None:
         capability = INBOUND_CAPABILITY.get(method)

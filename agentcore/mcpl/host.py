@@ -27,15 +27,20 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from loguru import logger
 
 from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
+from agentcore.mcpl.bounded import BoundedPeer
+from agentcore.mcpl.compat import STATE_REASONS
 from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
+from agentcore.mcpl.deadline import Deadline
 from agentcore.mcpl.environment import env_hint
+from agentcore.mcpl.limits import Limits
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.reconnect import emit_state
@@ -49,6 +54,18 @@ from agentcore.settings import McplServerSettings, SettingsError, reload_setting
 
 POLICY_FIELDS: set[str] = {"grant", "disabled_feature_sets"}
 """The `[mcpl.servers.NAME]` keys a reload applies to a live session (§6.7)."""
+
+
+def describe_state(connection: ServerConnection) -> str:
+    """What the log says of a server that is up: what was negotiated, or why MCPL is off."""
+    state = connection.state
+    if state == "absent":
+        return "connected as a plain MCP server: it does not advertise MCPL"
+    negotiated = connection.negotiation.describe()
+    if state != "ready":
+        return f"connected, MCPL off ({state}: {STATE_REASONS[state]}); {negotiated}"
+    enabled = sorted(n for n, fs in connection.feature_sets.items() if fs.enabled)
+    return f"ready: {negotiated}; granted {sorted(connection.grant)}; feature sets {enabled}"
 
 
 def transport_factory(name: str, config: McplServerSettings) -> TransportFactory:
@@ -87,6 +104,7 @@ class McplHost:
         self.connections: dict[str, ServerConnection] = {}
         self._configs: dict[str, McplServerSettings] = {}
         self._push: dict[str, PushEvents] = {}
+        self._limits: dict[str, Limits] = {}  # each server's bounds (`agentcore.mcpl.limits`)
         self._reload_lock = asyncio.Lock()
         self._membership = asyncio.Event()  # set whenever `connections` changes
         self._watchers: set[asyncio.Future[None]] = set()
@@ -101,6 +119,7 @@ class McplHost:
         return [connections[n] for n in self._configs if n in connections]
 
     async def handle(self, request: McplRequest) -> Any:
+        request.max_tokens = self._limits_of(request.server.name).max_tokens
         try:
             if request.method == "push/event":
                 return await self._push_events(request.server.name).answer(request)
@@ -112,7 +131,21 @@ class McplHost:
         events = self._push.get(server)
         if events is None:
             events = self._push[server] = PushEvents(self.kernel.hooks.push_event)
+        events.limits = self._limits_of(server)  # a restart may have changed them
         return events
+
+    def _limits_of(self, server: str) -> Limits:
+        limits = self._limits.get(server)
+        if limits is None:
+            config = self._configs.get(server)
+            limits = self._limits[server] = self.kernel.settings.mcpl.limits(config)
+        return limits
+
+    def _report_limit(self, server: str) -> Callable[..., None]:
+        def report(**fields: Any) -> None:
+            self.kernel.emit_now("mcpl:limit", serverId=server, **fields)
+
+        return report
 
     async def start(self) -> None:
         """Open every server, all at once; one that cannot start is logged and left out.
@@ -126,6 +159,7 @@ class McplHost:
                 group.create_task(self._start_one(name, config), name=f"mcpl-start:{name}")
 
     async def _start_one(self, name: str, config: McplServerSettings) -> None:
+        limits = self._limits[name] = self.kernel.settings.mcpl.limits(config)
         connection = ServerConnection(
             name,
             transport_factory(name, config),
@@ -135,6 +169,8 @@ class McplHost:
             reconnect=reconnect_policy(config),
             host_capabilities=self.capabilities,
             emit=self.kernel.emit,
+            deadline=self._deadline(name, config),
+            make_peer=partial(BoundedPeer, limits=limits, report=self._report_limit(name)),
         )
         try:
             await connection.start()
@@ -145,11 +181,16 @@ class McplHost:
                 "mcpl:server_state", serverId=name, state="failed", error=str(exc)
             )
             return
-        logger.info("mcpl server {}: ready, granted {}", name, sorted(connection.grant))
+        logger.info("mcpl server {}: {}", name, describe_state(connection))
         self.connections[name] = connection
         self._membership.set()
         await self._state_trace(connection)
         self._watchers.add(asyncio.ensure_future(self._trace_close(connection)))
+
+    def _deadline(self, name: str, config: McplServerSettings) -> Deadline:
+        if config.request_deadline_s is not None:
+            return Deadline(config.request_deadline_s, f"[mcpl.servers.{name}] request_deadline_s")
+        return Deadline(self.kernel.settings.mcpl.request_deadline_s, "[mcpl] request_deadline_s")
 
     # -- SIGHUP ------------------------------------------------------------------------
 
@@ -205,7 +246,8 @@ class McplHost:
                 )
                 # A policy the server refused is offered again on every reload (§6.7: a
                 # refusal goes back to a human, whose SIGHUP is the new decision).
-                if connection is not None and (changed or connection.state == "refused"):
+                off = connection is not None and connection.state in ("refused", "unacknowledged")
+                if connection is not None and (changed or off):
                     work.append(
                         connection.update_policy(config.grant, config.disabled_feature_sets)
                     )

@@ -75,6 +75,13 @@ class McplRequest:
     `notifications/cancelled` (MCP's base protocol). Set just before the handler's task
     is cancelled, so a handler that catches the `CancelledError` can tell why; the
     request then gets no answer. Only `inference/request` can be cancelled."""
+    deadline: float | None = None
+    """When (the event loop's clock) the host stops working on it and answers it -32603
+    (`agentcore.mcpl.deadline`); a handler cancelled at that time was cut by it."""
+    max_tokens: int | None = None
+    """The host's ceiling on the output tokens this request may ask for (``[mcpl.servers.NAME]
+    max_tokens``, else ``[mcpl]``'s; None: none known). A plugin answering an
+    `inference/request` refuses a larger `maxTokens` and keeps its own default under it."""
 
 
 @dataclass(frozen=True, slots=True)

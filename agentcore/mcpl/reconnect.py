@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 from loguru import logger
 
+from agentcore.mcpl.compat import OFF_STATES, STATE_REASONS, Negotiation
+
 DEFAULT_INITIAL_DELAY_S = 0.5
 DEFAULT_MAX_DELAY_S = 30.0
 DEFAULT_RESET_AFTER_S = 60.0
@@ -71,17 +73,24 @@ class _Server(Protocol):
     def grant(self) -> frozenset[str]: ...
     @property
     def feature_sets(self) -> Mapping[str, Any]: ...
+    @property
+    def negotiation(self) -> Negotiation: ...
 
 
 async def emit_state(emit: Emit, server: _Server, **extra: Any) -> None:
     """``mcpl:server_state`` for a session that is up: what an observer (the console)
     shows of a server."""
+    state = server.state
+    fields: dict[str, Any] = {} if state == "absent" else server.negotiation.to_fields()
+    if state in OFF_STATES:
+        fields["reason"] = STATE_REASONS[state]
     await emit(
         "mcpl:server_state",
         serverId=server.name,
-        state=server.state,
+        state=state,
         grant=sorted(server.grant),
         featureSets=sorted(fs.name for fs in server.feature_sets.values() if fs.enabled),
+        **fields,
         **extra,
     )
 

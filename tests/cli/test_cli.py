@@ -15,7 +15,9 @@ import pytest
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 
 _FAST = {"initial_delay_s": 0.01, "max_delay_s": 0.02, "jitter_s": 0.0}
-FAST_RETRY = {"retry": {**_FAST, "overloaded": _FAST}}
+# Retries and provider holds in milliseconds: a test of what infer says never sleeps out a
+# default 5 s hold.
+FAST_RETRY = {"retry": {**_FAST, "overloaded": _FAST}, "provider_hold": {"default_hold_s": 0.05}}
 
 
 def agentcore(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -642,3 +642,11 @@ async def until(condition: Callable[[], object], timeout: float = TIMEOUT_S) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"still false after {timeout} s: {condition}")
         await asyncio.sleep(0.005)
+
+
+def routed_model_info(answer: Answer) -> bool:
+    """`model/info` got past the grant to the router. The rigs' default model is one nothing
+    describes, so the router's answer is -32603 naming all it does not know (§12.2: every
+    field or an error)."""
+    unknown: list[str] = answer.error["data"]["unknown"]
+    return unknown == ["vendor", "context_window", "capabilities"]

@@ -616,6 +616,23 @@ async def test_model_info_from_settings(rig: RigFactory) -> None:
     }
 
 
+async def test_model_info_of_a_partly_known_model_is_an_error_naming_the_rest(
+    rig: RigFactory,
+) -> None:
+    # The built-in table knows o1-mini's maker and window, not its capabilities; settings
+    # add the vendor of another: neither is answered with a partial object (§12.2).
+    for default, models, unknown in (
+        ("o:o1-mini", {}, ["capabilities"]),
+        ("o:gpt-e2e", {"o": {"gpt-e2e": {"vendor": "acme"}}}, ["context_window", "capabilities"]),
+    ):
+        r = await rig(provider_models=models or None, routing={"default": default})
+        answer = await r.server.call("model/info", {})
+        assert answer.error["code"] == -32603
+        assert answer.error["data"] == {"model": default, "unknown": unknown}
+        assert "[providers.o.models." in answer.error["message"]
+        await r.close()
+
+
 async def test_model_info_from_the_built_in_table(rig: RigFactory) -> None:
     # Served through an openai-wire provider, made by Anthropic: vendor is the maker.
     r = await rig(routing={"default": "o:anthropic/claude-sonnet-4-5-20250929"})
@@ -625,6 +642,7 @@ async def test_model_info_from_the_built_in_table(rig: RigFactory) -> None:
         "vendor": "anthropic",
         "contextWindow": 200000,
         "capabilities": ["vision", "tools"],
+        "maxOutputTokens": 64000,
     }
 
 

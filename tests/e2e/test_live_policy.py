@@ -19,6 +19,7 @@ from e2e_support import (
     MANIFEST,
     hold_policy_updates,
     rewrite_settings,
+    routed_model_info,
     until,
 )
 
@@ -51,7 +52,7 @@ def policy_changes(r: Any) -> list[dict[str, Any]]:
 
 async def test_a_narrowed_grant_is_refused_before_the_servers_receipt(rig: RigFactory) -> None:
     r = await rig()
-    assert (await r.server.call("model/info", {})).result["id"]
+    assert routed_model_info(await r.server.call("model/info", {}))
     release = hold_policy_updates(r.server)
     rewrite_settings(r.settings_path, set_server("srv", grant=["inferenceRequest"]))
     reload = asyncio.ensure_future(r.host.reload())
@@ -94,7 +95,7 @@ async def test_a_widened_grant_is_allowed_only_after_the_servers_receipt(rig: Ri
     assert (await r.server.call("model/info", {})).error == DENIED_MODEL_INFO
     release.set()
     assert await reload is True
-    assert (await r.server.call("model/info", {})).result["id"]
+    assert routed_model_info(await r.server.call("model/info", {}))
     assert policy_changes(r) == [
         {
             "type": "mcpl:policy_change",
@@ -225,7 +226,7 @@ async def test_a_file_that_no_longer_validates_changes_nothing(
     assert await r.host.reload() is False
     assert any("was not applied, nothing changed" in line and "grnat" in line for line in log_lines)
     assert len(updates(r.server)) == 1
-    assert (await r.server.call("model/info", {})).result["id"]
+    assert routed_model_info(await r.server.call("model/info", {}))
     r.settings_path.write_text("this is [not toml")
     assert await r.host.reload() is False
     assert len(updates(r.server)) == 1
@@ -258,4 +259,4 @@ async def test_servers_added_and_removed_in_the_file_are_started_and_closed(
     await first.wait_closed()
     assert second.tag == "two"
     assert list(r.host.connections) == ["two"]
-    assert (await second.call("model/info", {})).result["id"]
+    assert routed_model_info(await second.call("model/info", {}))

@@ -252,8 +252,15 @@ async def test_bad_messages_are_invalid_params(
 async def test_model_info_is_answered_with_the_routed_default(rig: RigFactory) -> None:
     r = await rig(routing={"default": MODELS["o"]})
     answer = await r.server.call("model/info", {})
-    # Nothing is known of this model: what is unknown is left out (not the provider kind).
-    assert answer.result == {"id": "gpt-e2e"}
+    # Nothing is known of this model: an error naming what, never a partial object
+    # (§12.2; mcpl-core-ts types vendor, contextWindow and capabilities as required).
+    assert answer.error == {
+        "code": -32603,
+        "message": "model/info: this host does not know the vendor, context_window, "
+        "capabilities of o:gpt-e2e (the routed default); set them in "
+        '[providers.o.models."gpt-e2e"]',
+        "data": {"model": "o:gpt-e2e", "unknown": ["vendor", "context_window", "capabilities"]},
+    }
 
 
 @pytest.mark.parametrize(

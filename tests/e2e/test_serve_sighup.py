@@ -27,6 +27,7 @@ from e2e_support import (
     finish,
     hold_policy_updates,
     rewrite_settings,
+    routed_model_info,
     serve,
     until,
 )
@@ -78,7 +79,7 @@ async def test_serve_applies_a_changed_grant_on_sighup(
     try:
         session = await hub.next_session()
         await session.ready.wait()
-        assert (await session.call("model/info", {})).result["id"]
+        assert routed_model_info(await session.call("model/info", {}))
         updates = session.requests_of
 
         # Narrowing: refused from the Request on, while the receipt is still held.
@@ -104,7 +105,7 @@ async def test_serve_applies_a_changed_grant_on_sighup(
         assert (await session.call("model/info", {})).error == DENIED
         release.set()
         await until(lambda: log.read_text().count("mcpl:policy_change") == 2)
-        assert (await session.call("model/info", {})).result["id"]
+        assert routed_model_info(await session.call("model/info", {}))
 
         process.send_signal(signal.SIGTERM)
         code, stdout, stderr = await finish(process)
@@ -163,7 +164,7 @@ async def test_serve_offers_a_refused_policy_again_on_a_later_sighup(
         session.script.receipt = accepting
         process.send_signal(signal.SIGHUP)
         await until(lambda: '"receipt": "accepted"' in log.read_text())
-        assert (await session.call("model/info", {})).result["id"]
+        assert routed_model_info(await session.call("model/info", {}))
         process.send_signal(signal.SIGTERM)
         code, _, stderr = await finish(process)
     finally:

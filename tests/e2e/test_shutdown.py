@@ -241,7 +241,7 @@ async def test_serve_exits_once_every_server_has_closed(
     # Two servers: the example memory server, which exits once it has its summary,
     # and ours, which stays until the test closes it. serve exits only after both.
     memory = {
-        "command": [sys.executable, str(REPO / "examples" / "memory_server.py")],
+        "command": [sys.executable, str(REPO / "agentcore" / "examples" / "memory_server.py")],
         "grant": ["inferenceRequest", "inferenceRequest.streaming", "modelInfo"],
         "shutdown_grace_s": 2.0,
     }
@@ -295,7 +295,7 @@ kind = "echo"
 delay_s = 0.01
 
 [mcpl.servers.memory]
-command = ["{sys.executable}", "{REPO / "examples" / "memory_server.py"}"]
+command = ["{sys.executable}", "{REPO / "agentcore" / "examples" / "memory_server.py"}"]
 grant = ["inferenceRequest", "inferenceRequest.streaming", "modelInfo"]
 
 [mcpl.routing]

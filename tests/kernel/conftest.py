@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from uv import find_uv_bin
 
 sys.path.insert(0, str(Path(__file__).parent))
 pytest.register_assert_rewrite("kernel_support")
@@ -263,9 +264,9 @@ def _build_wheel(project: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def installed_dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every fixture distribution, built into a wheel and installed by pip, once per session.
+    """Every fixture distribution, built into a wheel and installed by uv's pip, once per session.
 
-    One `pip install --target` installs every wheel (a pip process per
+    One `uv pip install --target` installs every wheel (a process per
     distribution would cost seconds); each distribution's files, as its RECORD
     lists them, are then moved into a directory of its own, so that a test can
     put on sys.path exactly the distributions it needs. Maps distribution name
@@ -275,14 +276,14 @@ def installed_dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     wheels = [_build_wheel(_write_project(root / "src", d), root / "wheels") for d in _DISTS]
     staging = root / "staging"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+        [find_uv_bin(), "pip", "install", "--quiet", "--python", sys.executable]
         + ["--no-deps", "--no-build-isolation", "--no-index", "--target", str(staging)]
         + [str(w) for w in wheels],
         capture_output=True,
         text=True,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"pip install failed:\n{proc.stdout}{proc.stderr}")
+        raise RuntimeError(f"uv pip install failed:\n{proc.stdout}{proc.stderr}")
     targets: dict[str, Path] = {}
     for dist in _DISTS:
         stem = dist.name.replace("-", "_")

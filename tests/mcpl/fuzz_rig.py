@@ -154,6 +154,11 @@ SETTINGS_TOML = """\
 [providers.fake]
 kind = "scripted"
 
+[providers.fake.models.m1]  # model/info answers every §12.2 field or an error
+vendor = "acme"
+context_window = 8192
+capabilities = []
+
 [mcpl.routing]
 default = "fake:m1"
 

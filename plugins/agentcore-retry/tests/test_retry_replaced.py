@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from uv import find_uv_bin
 
 from agentcore.inference import InferenceError, Message, Request
 from agentcore.kernel import Kernel
@@ -55,7 +56,7 @@ def replacement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
     for name, text in REPLACEMENT.items():
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         (source / name).write_text(textwrap.dedent(text))
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+    pip = [find_uv_bin(), "pip", "install", "--quiet", "--python", sys.executable, "--no-deps"]
     offline = ["--no-build-isolation", "--no-index", "--target", str(target)]
     subprocess.run([*pip, *offline, str(source)], check=True)
     monkeypatch.syspath_prepend(str(target))  # also invalidates the import caches

@@ -1,8 +1,10 @@
 """The retry decision, in small functions: which errors are retried, the backoff, the verdict.
 
-The backoff is tenacity's: `wait_exponential_jitter` computes the delay and
+The backoff is tenacity's: `wait_exponential` plus `wait_random` compute the delay and
 `stop_after_attempt` the limit, both asked through a `RetryCallState` whose
 attempt number is the kernel's, so nothing here writes the exponential by hand.
+These strategies read the same from tenacity 8.2 to today (`wait_exponential_jitter`
+renamed its first argument in 9.2, and google-genai keeps tenacity below 9.2).
 """
 
 from __future__ import annotations
@@ -29,11 +31,8 @@ def _state(
     schedule: Schedule, attempt_number: int
 ) -> tuple[tenacity.Retrying, tenacity.RetryCallState]:
     retrying = tenacity.Retrying(
-        wait=tenacity.wait_exponential_jitter(
-            multiplier=schedule.initial_delay_s,
-            max=schedule.max_delay_s,
-            jitter=schedule.jitter_s,
-        ),
+        wait=tenacity.wait_exponential(multiplier=schedule.initial_delay_s)
+        + tenacity.wait_random(0, schedule.jitter_s),
         stop=tenacity.stop_after_attempt(schedule.max_attempts),
     )
     state = tenacity.RetryCallState(retrying, None, (), {})
@@ -45,7 +44,7 @@ def backoff_s(schedule: Schedule, attempt_number: int) -> float:
     """The wait after failed attempt `attempt_number` (1-based): initial * 2**(n-1) plus
     jitter, capped at max_delay_s."""
     retrying, state = _state(schedule, attempt_number)
-    return float(retrying.wait(state))
+    return min(float(retrying.wait(state)), schedule.max_delay_s)
 
 
 def exhausted(schedule: Schedule, attempt_number: int) -> bool:

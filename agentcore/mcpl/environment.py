@@ -15,7 +15,9 @@ passed through (``GITHUB_TOKEN``, for a server that needs it) is registered as a
 itself, so the host never logs or forwards it.
 
 This module imports nothing of agentcore's but the redaction boundary, so the settings
-loader can use it.
+loader can use it. (At each spawn the check is made again, against the secrets registered
+by then: one a provider registered later, such as its proxy's password, is left out with
+a warning.)
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from loguru import logger
 
 from agentcore.redaction import is_secret_name, redact, register_secret
 
@@ -154,8 +158,11 @@ def server_environment(
         value = environ.get(variable)
         if value is None:
             continue
-        if passthrough_problem(variable, environ, set()) is None:
+        problem = passthrough_problem(variable, environ, set())
+        if problem is None:
             out[variable] = value
+        else:  # a secret registered since the settings loaded (a proxy's password, say)
+            logger.warning("env_passthrough: {} is left out: {}", variable, problem)
     out.update(env or {})
     return out
 

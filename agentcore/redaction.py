@@ -3,17 +3,19 @@
 A secret is a value, not a place: once registered (`register_secret`), it is
 replaced with ``[REDACTED]`` wherever it appears inside a text, as a whole or
 inside a longer string (a provider that echoes "Incorrect API key provided:
-Bearer sk-..." in its error body). The settings loader registers every secret
-the settings configure (`settings_secrets`); a provider registers each key it
-resolves. The exits call `redact`: CLI output, every MCPL frame
-(`JsonRpcPeer._send`), trace fields before observers see them, logs and trace
-lines (`redact_log`, which also masks header-shaped credentials nobody
+Bearer sk-..." in its error body), in any case, or split by whitespace in one place
+(a model that echoes a key upper-cased, or wraps it at a line's end). The settings
+loader registers every secret the settings configure (`settings_secrets`); a
+provider registers each key it resolves. The exits call `redact`: CLI output, every
+MCPL frame (`JsonRpcPeer._send`), trace fields before observers see them, logs and
+trace lines (`redact_log`, which also masks header-shaped credentials nobody
 registered), and `agentcore settings` (`shown_setting`, which masks by name too).
 
 `redact` is on the hot path of every MCPL frame: with nothing registered it is
-an empty loop; otherwise one substring test per registered secret. Streamed text
-(`agentcore infer`'s output, MCPL ``inference/chunk``) goes through a `StreamRedactor`
-per stream, so a secret a provider echoes split across two chunks is masked too.
+an empty loop; otherwise one substring test per registered form, then one per half
+of each (`_anchors`), in the text lowercased. Streamed text (`agentcore infer`'s
+output, MCPL ``inference/chunk``) goes through a `StreamRedactor` per stream, so a
+secret a provider echoes split across two chunks is masked too.
 
 This module imports nothing of agentcore's, so any module may use it.
 """
@@ -38,22 +40,49 @@ _SECRET_NAMES = frozenset({"sig", "pwd"})
 _secrets: set[str] = set()
 _ordered: tuple[str, ...] = ()
 """Every registered form, longest first (``user:password`` before ``password``)."""
+_folded: frozenset[str] = frozenset()
+"""Every registered form folded (`_fold`: lowercased, whitespace left out): what a secret
+echoed in another case, or split by whitespace, still reads as."""
+_anchors: tuple[str, ...] = ()
+"""The halves of each folded form: a secret split by whitespace in one place leaves one of
+them whole, so a text that holds neither, in any case, holds no such secret, and `_loose`
+need not run. (Split in more places it is masked only when a half is still whole: a test
+per half costs every frame some 130 ns, and thirds would cost half as much again.)"""
+_loose: re.Pattern[str] | None = None
+"""Every folded form, its characters with any whitespace between them (a JSON frame's
+``\\n`` too), in any case; longest first."""
 _starts_by_end: dict[str, tuple[tuple[str, int], ...]] = {}
-"""Every proper start of a registered form (``s``, ``sk``, ``sk-``, ...) as the form and
-the start's length, by the start's last two characters (its one character for a start
-of one), longest first: `StreamRedactor` looks up the end of a chunk to find the few
+"""Every proper start of a folded form (``s``, ``sk``, ``sk-``, ...) as the form and the
+start's length, by the start's last two characters (its one character for a start of
+one), longest first: `StreamRedactor` looks up the folded end of a chunk to find the few
 starts of secrets that could end it."""
 _secret_characters: frozenset[str] = frozenset()
-"""Every character of a registered form: a chunk ending in another starts no secret."""
+"""Every character of a folded form: a chunk ending in another (or in whitespace) starts
+no secret."""
+_longest = 0
+"""The longest folded form."""
+
+_GAP = r"(?:\s|\\[nrt])*"
+"""What may split a secret: whitespace, or its JSON escape inside an encoded frame."""
+
+
+def _fold(text: str) -> str:
+    return "".join(text.lower().split())
+
+
+def _halves(form: str) -> tuple[str, str]:
+    middle = len(form) // 2
+    return form[:middle], form[middle:]
 
 
 def register_secret(value: str | None) -> None:
     """Remember a secret so every text that leaves the process is scrubbed of it.
 
     Its JSON-escaped forms are registered too, so it is found inside an encoded frame
-    or trace line even when it holds a quote, a backslash or non-ASCII characters.
+    or trace line even when it holds a quote, a backslash or non-ASCII characters; and
+    each form is found in any case and split by whitespace (`_loose`).
     """
-    global _ordered, _starts_by_end, _secret_characters
+    global _ordered, _folded, _anchors, _loose, _starts_by_end, _secret_characters, _longest
     if not value or len(value) < MIN_SECRET_LENGTH:
         return
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
@@ -61,33 +90,66 @@ def register_secret(value: str | None) -> None:
         return
     _secrets.update(forms)
     _ordered = tuple(sorted(_secrets, key=len, reverse=True))
-    starts = [(form, n) for form in _secrets for n in range(1, len(form))]
+    _folded = frozenset(f for f in map(_fold, _secrets) if len(f) >= MIN_SECRET_LENGTH)
+    by_length = sorted(_folded, key=len, reverse=True)
+    _anchors = tuple({half for form in by_length for half in _halves(form)})
+    _loose = re.compile(
+        "|".join(_GAP.join(re.escape(c) for c in form) for form in by_length), re.IGNORECASE
+    )
+    starts = [(form, n) for form in _folded for n in range(1, len(form))]
     by_end: dict[str, list[tuple[str, int]]] = {}
     for secret, n in sorted(starts, key=lambda start: start[1], reverse=True):
         by_end.setdefault(secret[max(0, n - 2) : n], []).append((secret, n))
     _starts_by_end = {end: tuple(found) for end, found in by_end.items()}
-    _secret_characters = frozenset("".join(_secrets))
+    _secret_characters = frozenset("".join(_folded))
+    _longest = len(by_length[0]) if by_length else 0
 
 
-def _secret_start_at_end(text: str) -> int:
-    """The length of the longest tail of `text` that is a proper start of a registered
-    secret (0 for none): two lookups, by the last two characters and by the last one."""
-    for form, n in _starts_by_end.get(text[-2:], ()):
-        if n <= len(text) and form.startswith(text[-n:]):
-            return n
-    return 1 if text[-1:] in _starts_by_end else 0
+def _held_length(text: str) -> int:
+    """How many characters at the end of `text` could be the start of a registered secret,
+    in any case and with whitespace in it (0 for none). Trailing whitespace is held with
+    such a start, since the secret may go on after it, when the start begins a word."""
+    last = text[-1:]
+    if not last or not (last.isspace() or last.lower() in _secret_characters):
+        return 0
+    folded = _fold(text[-2 * _longest :])[-_longest:]
+    n = 0
+    for form, length in _starts_by_end.get(folded[-2:], ()):
+        if length <= len(folded) and form.startswith(folded[-length:]):
+            n = length
+            break
+    else:
+        if folded[-1:] in _starts_by_end:
+            n = 1
+    if not n:
+        return 0
+    i = len(text)
+    while n:  # back over n characters of the start, and the whitespace among them
+        i -= 1
+        n -= not text[i].isspace()
+    if last.isspace() and i and text[i - 1].isalnum():
+        return 0  # the end of a word ("dear "), not a secret's start split off by a space
+    return len(text) - i
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret replaced by ``[REDACTED]``.
+    """`text` with every registered secret replaced by ``[REDACTED]``, also in another case
+    or split by whitespace.
 
     A substring test per secret (C's fast search, some 60 ns on a chunk frame), not a
     regex alternation, which Python's engine tries at every position: five times slower
-    with a handful of secrets. With none registered the loop does not run.
+    with a handful of secrets. Then one lowercasing and a test per anchor (`_anchors`):
+    only a text that holds a piece of a secret goes through the regex (`_loose`). With
+    none registered the loops do not run.
     """
     for secret in _ordered:
         if secret in text:
             text = text.replace(secret, REDACTED)
+    if _loose is not None:
+        lowered = text.lower()
+        for anchor in _anchors:
+            if anchor in lowered:
+                return _loose.sub(REDACTED, text)
     return text
 
 
@@ -95,10 +157,10 @@ class StreamRedactor:
     """`redact` for one stream of text chunks: a secret split across chunks is masked too.
 
     Each chunk's text goes out at once (redacted), but for its tail when that tail is
-    the start of a registered secret: at most the longest secret less one character,
-    held until the next chunk shows whether the secret follows, or `flush` ends the
-    stream. A chunk whose tail starts no secret is held not at all. With no secret
-    registered, `feed` hands the chunk back as it is.
+    the start of a registered secret (in any case, whitespace and all): held until the
+    next chunk shows whether the secret follows, or `flush` ends the stream. A chunk
+    whose tail starts no secret is held not at all. With no secret registered, `feed`
+    hands the chunk back as it is.
     """
 
     __slots__ = ("_held",)
@@ -111,7 +173,7 @@ class StreamRedactor:
         if not _ordered:
             return text
         text = redact(self._held + text)
-        held = _secret_start_at_end(text) if text and text[-1] in _secret_characters else 0
+        held = _held_length(text)
         if held:
             self._held = text[-held:]
             return text[:-held]
@@ -243,7 +305,11 @@ def settings_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> Ite
     for every section, plugins' included: a secret-named entry of a ``headers`` or ``env``
     table (``Authorization``, ``x-api-key``, an MCPL server's ``API_TOKEN``), the value
     of the environment variable a secret-named ``*_env`` key names (``api_key_env``), and
-    the secret parts of any URL (``base_url``, a server's ``url``)."""
+    the secret parts of any URL (``base_url``, a server's ``url``), and the values of a
+    command line's secret-named flags (a server's ``command = [..., "--token", "X"]``)."""
+    for argv in _lists(tree):
+        for secret in argv_secrets(argv):
+            yield from credential_parts(secret)
     for path, value in _leaves(tree):
         if not isinstance(value, str) or not path:
             continue
@@ -257,9 +323,47 @@ def settings_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> Ite
             yield from url_secrets(value)
 
 
+def _secret_flag(arg: str) -> bool:
+    """``--api-key``, ``--token``, ``-password``: a flag whose name is a secret's."""
+    return arg.startswith("-") and is_secret_name(arg.lstrip("-"))
+
+
+def argv_secrets(argv: list[Any]) -> list[str]:
+    """The values a command line passes with secret-named flags: ``--api-key X``,
+    ``--token=X``, ``--password X`` (a value that is itself a ``--flag`` is not one)."""
+    found: list[str] = []
+    for i, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            continue
+        flag, equals, value = arg.partition("=")
+        if equals and _secret_flag(flag) and value:
+            found.append(value)
+        elif not equals and _secret_flag(arg) and i + 1 < len(argv):
+            following = argv[i + 1]
+            if isinstance(following, str) and not following.startswith("--"):
+                found.append(following)
+    return found
+
+
+def shown_argv(argv: list[Any]) -> list[Any]:
+    """`argv` with the values of secret-named flags masked (`argv_secrets`)."""
+    secrets = set(argv_secrets(argv))
+    shown: list[Any] = []
+    for arg in argv:
+        flag, equals, value = arg.partition("=") if isinstance(arg, str) else ("", "", "")
+        if equals and value in secrets and _secret_flag(flag):
+            shown.append(f"{flag}={REDACTED}")
+        else:
+            shown.append(REDACTED if isinstance(arg, str) and arg in secrets else arg)
+    return shown
+
+
 def shown_setting(path: tuple[str, ...], value: Any) -> Any:
     """What `agentcore settings` prints for a leaf (before `redact` runs over the line): a
-    secret-named header or env entry masked whole, a URL with its secret parts masked."""
+    secret-named header or env entry masked whole, a URL with its secret parts masked, a
+    command line with the values of its secret-named flags masked."""
+    if isinstance(value, list):
+        return [shown_setting(path, item) for item in shown_argv(value)]
     if not isinstance(value, str):
         return value
     if _names_a_secret(path):
@@ -271,6 +375,16 @@ def shown_setting(path: tuple[str, ...], value: Any) -> Any:
 
 def _names_a_secret(path: tuple[str, ...]) -> bool:
     return len(path) >= 2 and path[-2] in _CREDENTIAL_TABLES and is_secret_name(path[-1])
+
+
+def _lists(tree: Any) -> Iterator[list[Any]]:
+    if isinstance(tree, Mapping):
+        for value in tree.values():
+            yield from _lists(value)
+    elif isinstance(tree, list):
+        yield tree
+        for item in tree:
+            yield from _lists(item)
 
 
 def _leaves(tree: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -288,6 +402,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
     "StreamRedactor",
+    "argv_secrets",
     "credential_parts",
     "excerpt",
     "is_secret_name",
@@ -297,6 +412,7 @@ __all__ = [
     "redact_value",
     "register_secret",
     "settings_secrets",
+    "shown_argv",
     "shown_setting",
     "url_secrets",
 ]

@@ -39,8 +39,15 @@ from pydantic import (
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, MAX_REQUEST_DEADLINE_S
+from agentcore.mcpl.environment import passthrough_problems
 from agentcore.mcpl.grants import grant_problem
 from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
+from agentcore.mcpl.reconnect import (
+    DEFAULT_CRASH_LOOP_AFTER,
+    DEFAULT_INITIAL_DELAY_S,
+    DEFAULT_MAX_DELAY_S,
+    DEFAULT_RESET_AFTER_S,
+)
 from agentcore.redaction import register_secret, settings_secrets
 from agentcore.settings_checks import (
     did_you_mean,
@@ -298,11 +305,23 @@ class McplServerSettings(Section, ServerLimitSettings):
     command: list[str] | None = Field(default=None, min_length=1)
     url: WebSocketUrl | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    """stdio: set for the server, over its minimal environment (`agentcore.mcpl.environment`)."""
+    env_passthrough: list[Annotated[str, Field(pattern=r"^[^=\x00]+$")]] = Field(
+        default_factory=list
+    )
+    """stdio: variables of the host's environment the server gets too; never a secret."""
     cwd: Path | None = None
     """Where a stdio server starts: by default the settings file's folder."""
     grant: list[GrantEntry] = Field(default_factory=list)
     disabled_feature_sets: list[str] = Field(default_factory=list)
     reconnect: bool = False
+    reconnect_initial_delay_s: float = Field(default=DEFAULT_INITIAL_DELAY_S, gt=0)
+    """The first wait; each next one doubles (jittered), up to `reconnect_max_delay_s`."""
+    reconnect_max_delay_s: float = Field(default=DEFAULT_MAX_DELAY_S, gt=0)
+    reconnect_reset_after_s: float = Field(default=DEFAULT_RESET_AFTER_S, ge=0)
+    """A session up this long starts the backoff over; shorter ones keep it growing."""
+    crash_loop_after: int = Field(default=DEFAULT_CRASH_LOOP_AFTER, ge=1)
+    """Reconnects in a row without such a session before it is reported crash-looping."""
     max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     shutdown_grace_s: float = Field(default=5.0, ge=0)
     request_deadline_s: float | None = Field(default=None, gt=0, le=MAX_REQUEST_DEADLINE_S)
@@ -313,6 +332,8 @@ class McplServerSettings(Section, ServerLimitSettings):
     def _one_transport(self, info: ValidationInfo) -> Self:
         if self.command and self.url:
             raise invalid("sets both command (stdio) and url (WebSocket); choose one")
+        if self.reconnect_max_delay_s < self.reconnect_initial_delay_s:
+            raise invalid("reconnect_max_delay_s is less than reconnect_initial_delay_s")
         if not self.command and not self.url:
             raise invalid("needs command (stdio) or url (WebSocket)")
         context = load_context(info)
@@ -504,6 +525,12 @@ def load_settings(
         raise SettingsError(problems) from None
     for secret in _declared_secrets(settings):
         register_secret(secret)
+    refused = passthrough_problems(settings.model_dump(mode="json"), environ)
+    if refusals := [
+        f"{_where(loc, path, file_values, env_values)}: {dotted(loc)}: {why}"
+        for loc, why in refused
+    ]:
+        raise SettingsError(refusals)  # no configured secret reaches an MCPL server
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
     for warning in missing_keys(settings.providers, environ):

@@ -67,6 +67,7 @@ method) is ignored, as that protocol allows.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -117,7 +118,8 @@ from agentcore.mcpl.protocol import (
     McplError,
     McplRequest,
 )
-from agentcore.mcpl.transports import ReconnectPolicy, TransportFactory
+from agentcore.mcpl.reconnect import ReconnectPolicy, Reconnects
+from agentcore.mcpl.transports import TransportFactory
 
 MCP_PROTOCOL_VERSION = "2025-06-18"
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
@@ -268,6 +270,7 @@ class ServerConnection:
         self._handler = handler
         self._notification_handler = notification_handler
         self._reconnect = reconnect
+        self._reconnects = Reconnects(self, reconnect or ReconnectPolicy(), emit)
         self._timeout = request_timeout_s
         self._host_capabilities = dict(host_capabilities or HOST_MCPL_CAPABILITIES)
         self._emit = emit
@@ -462,15 +465,10 @@ class ServerConnection:
             while True:
                 peer = self._peer
                 assert peer is not None
-                await peer.wait_closed()
+                await self._reconnects.watch(peer.wait_closed())
                 if self._closing or self._reconnect is None:
                     break
-                self._log.warning(
-                    "mcpl server {}: session lost ({}); reconnecting",
-                    self._name,
-                    peer.close_reason,
-                )
-                if not await self._reopen(self._reconnect):
+                if not await self._reopen(f"session lost ({peer.close_reason})"):
                     break
         finally:
             if not self._closing:
@@ -482,24 +480,24 @@ class ServerConnection:
         try:
             await self._open_session()
         except McplStartError as exc:
-            if self._reconnect is None:
-                raise
-            self._log.warning(
-                "mcpl server {}: first session failed ({}); retrying", self._name, exc
-            )
-            if not await self._reopen(self._reconnect):
+            if self._reconnect is None or not await self._reopen(f"first session failed ({exc})"):
                 raise
 
-    async def _reopen(self, policy: ReconnectPolicy) -> bool:
-        for delay in policy.delays():
-            await asyncio.sleep(delay)
+    async def _reopen(self, why: str) -> bool:
+        """Open a new session after `self._reconnects`' wait (`agentcore.mcpl.reconnect`)."""
+        limit = self._reconnects.policy.max_attempts
+        for _ in itertools.count() if limit is None else range(limit):
+            await self._reconnects.wait(why)
             if self._closing:
                 return False
             try:
                 await self._open_session()
-                return True
             except McplStartError as exc:
-                self._log.warning("mcpl server {}: reconnect failed: {}", self._name, exc)
+                why = f"reconnect failed ({exc})"
+                continue
+            if self._supervisor is not None:  # the host traces the first session itself
+                await self._reconnects.reconnected()
+            return True
         self._log.error("mcpl server {}: giving up reconnecting", self._name)
         return False
 

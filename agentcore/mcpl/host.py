@@ -36,12 +36,14 @@ from loguru import logger
 from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
 from agentcore.mcpl.bounded import BoundedPeer
-from agentcore.mcpl.compat import OFF_STATES, STATE_REASONS
+from agentcore.mcpl.compat import STATE_REASONS
 from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
 from agentcore.mcpl.deadline import Deadline
+from agentcore.mcpl.environment import env_hint
 from agentcore.mcpl.limits import Limits
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
+from agentcore.mcpl.reconnect import emit_state
 from agentcore.mcpl.transports import (
     ReconnectPolicy,
     TransportFactory,
@@ -74,12 +76,25 @@ def transport_factory(name: str, config: McplServerSettings) -> TransportFactory
             name,
             config.command,
             env=config.env or None,
+            env_passthrough=config.env_passthrough,
             cwd=config.cwd,
             max_frame_bytes=config.max_frame_bytes,
             shutdown_grace_s=config.shutdown_grace_s,
         )
     assert config.url is not None
     return websocket_factory(name, config.url, max_frame_bytes=config.max_frame_bytes)
+
+
+def reconnect_policy(config: McplServerSettings) -> ReconnectPolicy | None:
+    """The server's reconnect schedule (`agentcore.mcpl.reconnect`), None without `reconnect`."""
+    if not config.reconnect:
+        return None
+    return ReconnectPolicy(
+        initial_delay_s=config.reconnect_initial_delay_s,
+        max_delay_s=config.reconnect_max_delay_s,
+        reset_after_s=config.reconnect_reset_after_s,
+        crash_loop_after=config.crash_loop_after,
+    )
 
 
 class McplHost:
@@ -152,7 +167,7 @@ class McplHost:
             grant=config.grant,
             handler=self.handle,
             disabled_feature_sets=config.disabled_feature_sets,
-            reconnect=ReconnectPolicy() if config.reconnect else None,
+            reconnect=reconnect_policy(config),
             host_capabilities=self.capabilities,
             emit=self.kernel.emit,
             deadline=self._deadline(name, config),
@@ -161,7 +176,8 @@ class McplHost:
         try:
             await connection.start()
         except McplStartError as exc:
-            logger.error("mcpl server {} did not start: {}", name, exc)
+            hint = f" ({env_hint(name)})" if config.command else ""
+            logger.error("mcpl server {} did not start: {}{}", name, exc, hint)
             await self.kernel.emit(
                 "mcpl:server_state", serverId=name, state="failed", error=str(exc)
             )
@@ -254,19 +270,7 @@ class McplHost:
 
     async def _state_trace(self, connection: ServerConnection) -> None:
         """``mcpl:server_state``: what an observer (the console) shows of a server."""
-        features = connection.feature_sets.values()
-        state = connection.state
-        extra: dict[str, Any] = {} if state == "absent" else connection.negotiation.to_fields()
-        if state in OFF_STATES:
-            extra["reason"] = STATE_REASONS[state]
-        await self.kernel.emit(
-            "mcpl:server_state",
-            serverId=connection.name,
-            state=state,
-            grant=sorted(connection.grant),
-            featureSets=sorted(fs.name for fs in features if fs.enabled),
-            **extra,
-        )
+        await emit_state(self.kernel.emit, connection)
 
     async def _trace_close(self, connection: ServerConnection) -> None:
         await connection.wait_closed()

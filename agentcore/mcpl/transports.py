@@ -3,8 +3,8 @@
 Each carries one JSON-RPC message per `send`/`receive` (see
 `agentcore.mcpl.jsonrpc.Transport`). A transport is one session: it never
 reconnects by itself, because a new socket or process is a new MCPL session
-that has to be initialized again. `ReconnectPolicy` tells the connection
-layer (`ServerConnection`) to open a new transport and re-run `initialize`.
+that has to be initialized again. `ReconnectPolicy` (`agentcore.mcpl.reconnect`) tells
+the connection layer (`ServerConnection`) to open a new transport and re-run `initialize`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import contextlib
 import os
 import signal
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import aiohttp
 from loguru import logger
 
+from agentcore.mcpl.environment import env_hint, server_environment
 from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport, TransportClosed
+from agentcore.mcpl.reconnect import ReconnectPolicy
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 DEFAULT_SHUTDOWN_GRACE_S = 5.0  # stdin closed: how long a server has to exit by itself
@@ -127,6 +128,7 @@ class StdioTransport:
         self._pending_bytes = 0
         self._flush_scheduled = False
         self._closed = False
+        self._went_away = False  # its stdout ended before we closed it: it exited by itself
         self._close_lock = asyncio.Lock()
 
     @classmethod
@@ -136,15 +138,18 @@ class StdioTransport:
         *,
         name: str,
         env: Mapping[str, str] | None = None,
+        env_passthrough: Sequence[str] = (),
         cwd: str | os.PathLike[str] | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
         term_grace_s: float = DEFAULT_TERM_GRACE_S,
     ) -> StdioTransport:
-        """Start `command` with `env` merged over this process's environment."""
+        """Start `command` with a minimal environment, the `env_passthrough` variables of
+        this process's, and `env` (`agentcore.mcpl.environment`): none of the host's
+        secrets reaches a server."""
         if not command:
             raise ValueError(f"mcpl server {name!r}: empty command")
-        full_env = {**os.environ, **(env or {})}
+        full_env = server_environment(env, env_passthrough)
         # The program only: arguments and environment may carry secrets.
         logger.info("mcpl server {}: starting {}", name, command[0])
         process = await asyncio.create_subprocess_exec(
@@ -232,6 +237,7 @@ class StdioTransport:
         while True:
             line = await self._lines.read_line()
             if line is None:
+                self._went_away = not self._closed
                 return None
             line = line.rstrip(b"\r")
             if not line.strip():
@@ -246,6 +252,7 @@ class StdioTransport:
             if self._closed:
                 return
             self._closed = True
+            by_itself = self._went_away
             # Frames already sent (the in-flight answers above all) are written first.
             # A child that does not take them within a moment is not reading its stdin:
             # it would never see the EOF the grace waits for, so what it left unread is
@@ -265,7 +272,7 @@ class StdioTransport:
                     self._stdin.transport.abort()
                 else:
                     self._stdin.close()
-            await self._stop_process(None if stalled else self.shutdown_grace_s)
+            await self._stop_process(None if stalled else self.shutdown_grace_s, by_itself)
             if self._stderr_task is not None:
                 # The pipe closes with the process; a grandchild holding it
                 # open must not hold up shutdown.
@@ -296,7 +303,7 @@ class StdioTransport:
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(sig)
 
-    async def _stop_process(self, grace_s: float | None) -> None:
+    async def _stop_process(self, grace_s: float | None, by_itself: bool) -> None:
         """Stdin is closed: wait for the exit (None: not at all), then SIGTERM, then SIGKILL
         (MCP's stdio shutdown)."""
         if grace_s is None or not await self._exits_within(grace_s):
@@ -315,7 +322,15 @@ class StdioTransport:
                 )
                 self._signal(signal.SIGKILL)
                 await self.process.wait()
-        logger.info("mcpl server {}: exited with {}", self.name, self.process.returncode)
+        if by_itself:  # it may have stopped for want of a variable it no longer inherits
+            logger.warning(
+                "mcpl server {}: exited with {}, by itself ({})",
+                self.name,
+                self.process.returncode,
+                env_hint(self.name),
+            )
+        else:
+            logger.info("mcpl server {}: exited with {}", self.name, self.process.returncode)
 
     async def _exits_within(self, seconds: float) -> bool:
         try:
@@ -505,27 +520,7 @@ def memory_pair() -> tuple[MemoryTransport, MemoryTransport]:
     return MemoryTransport(b_to_a, a_to_b), MemoryTransport(a_to_b, b_to_a)
 
 
-# -- reconnecting ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReconnectPolicy:
-    """Open a new session after a lost one, waiting longer each time.
-
-    The n-th attempt (from 0) waits `initial_delay_s * multiplier**n`, capped
-    at `max_delay_s`; `max_attempts` None means keep trying.
-    """
-
-    initial_delay_s: float = 0.5
-    max_delay_s: float = 30.0
-    multiplier: float = 2.0
-    max_attempts: int | None = None
-
-    def delays(self) -> Iterator[float]:
-        attempt = 0
-        while self.max_attempts is None or attempt < self.max_attempts:
-            yield min(self.max_delay_s, self.initial_delay_s * self.multiplier**attempt)
-            attempt += 1
+# -- factories ---------------------------------------------------------------
 
 
 def stdio_factory(
@@ -533,6 +528,7 @@ def stdio_factory(
     command: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
+    env_passthrough: Sequence[str] = (),
     cwd: str | os.PathLike[str] | None = None,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
@@ -545,6 +541,7 @@ def stdio_factory(
             command,
             name=name,
             env=env,
+            env_passthrough=env_passthrough,
             cwd=cwd,
             max_frame_bytes=max_frame_bytes,
             shutdown_grace_s=shutdown_grace_s,

@@ -425,6 +425,63 @@ MODE = "verbose"
     assert shown["mcpl.servers.s.env.MODE"] == '"verbose"'
 
 
+def test_settings_mask_secrets_in_a_servers_command_line(tmp_path: Path) -> None:
+    """The transport never logs a server's arguments; `agentcore settings` does not show
+    the secret ones either: values after secret-named flags, and a configured secret."""
+    path = tmp_path / "argv.toml"
+    path.write_text(
+        """
+[providers.p]
+kind = "openai-compatible"
+base_url = "https://llm.example/v1"
+api_key_env = "P_KEY"
+
+[mcpl.servers.s]
+command = ["node", "server.js", "--api-key", "argv-key-1234567", "--token=argv-token-7654321",
+           "--password", "pw1", "--verbose", "--name", "memory", "sk-env-key-1111",
+           "--secret=", "--auth", "--debug"]
+"""
+    )
+    done = agentcore("settings", "--settings", str(path), env={"P_KEY": "sk-env-key-1111"})
+    assert done.returncode == 0, done.stderr
+    for secret in ("argv-key-1234567", "argv-token-7654321", "pw1", "sk-env-key-1111"):
+        assert secret not in done.stdout + done.stderr
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("mcpl.servers.s.command = ")]
+    assert json.loads(line.split(" = ", 1)[1].split("    #")[0]) == [
+        "node",
+        "server.js",
+        "--api-key",
+        "[REDACTED]",
+        "--token=[REDACTED]",
+        "--password",
+        "[REDACTED]",
+        "--verbose",
+        "--name",
+        "memory",
+        "[REDACTED]",  # the provider's key, passed as an argument
+        "--secret=",
+        "--auth",
+        "--debug",  # a flag, not --auth's value
+    ]
+
+
+def test_a_secret_in_a_servers_command_line_is_masked_everywhere(tmp_path: Path) -> None:
+    """Registered at load, like every configured credential: masked in any text that
+    leaves the process (a server that echoes its arguments to stderr, say)."""
+    path = tmp_path / "argv.toml"
+    path.write_text('[mcpl.servers.s]\ncommand = ["srv", "--access-token", "argv-tok-2468"]\n')
+    script = (
+        "import sys; from pathlib import Path; from agentcore.redaction import redact; "
+        "from agentcore.settings import load_settings; "
+        "before = redact('started with argv-tok-2468'); load_settings(Path(sys.argv[1])); "
+        "print(before); print(redact('started with argv-tok-2468'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.splitlines() == ["started with argv-tok-2468", "started with [REDACTED]"]
+
+
 @pytest.mark.parametrize("where", ["file", "environment"])
 def test_settings_show_the_fleet_with_the_redis_password_masked(tmp_path: Path, where: str) -> None:
     url = "redis://:fleet-redis-pw-4242@redis.internal:6380/2"

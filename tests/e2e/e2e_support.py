@@ -130,6 +130,8 @@ class ServerSession:
         self.script = script
         self.tag = tag
         self.pid = pid
+        self.environ: dict[str, str] | None = None
+        """stdio: the environment the server process started with (the relay reports it)."""
         self.received: list[Received] = []
         self.initialize: dict[str, Any] | None = None
         self.policy: dict[str, Any] | None = None
@@ -463,6 +465,7 @@ class StdioHub(Hub):
             return
         hello = json.loads(line)["relay"]
         session = self._session(TcpChannel(reader, writer), hello["tag"], hello["pid"])
+        session.environ = hello["environ"]
         await session.closed.wait()
 
     async def stop(self) -> None:

@@ -42,6 +42,19 @@ ENDINGS = {
         ),
     ),
 }
+# Echoed in another case, or split by whitespace: whole, and across chunks at the split.
+ENDINGS |= {
+    "upper-echo": Scenario.text(f"your key is {API_KEY.upper()} and your token {ORG_TOKEN}"),
+    "space-split-echo": Scenario.text(
+        f"your key is {API_KEY[:12]} {API_KEY[12:]} and your token {ORG_TOKEN[:4]}\n"
+        f"{ORG_TOKEN[4:].upper()}",
+        chunks=(
+            *("your key is ", API_KEY[:12] + " ", API_KEY[12:]),
+            *(" and your token ", ORG_TOKEN[:4], "\n" + ORG_TOKEN[4:].upper()),
+        ),
+    ),
+}
+TEXT_ECHOES = ("text-echo", "split-echo", "upper-echo", "space-split-echo")
 ONE_ATTEMPT = {"max_attempts": 1, "overloaded": {"max_attempts": 1}}
 FEATURES = {"a": "fs.a", "o": "fs.o"}  # provider name -> the feature set routed to it
 
@@ -52,7 +65,9 @@ def transport() -> str:
 
 
 def leaks(text: str) -> list[str]:
-    return [secret for secret in SECRETS if secret in text]
+    """The secrets in `text`, in any case, or split by whitespace (a JSON frame's too)."""
+    squashed = "".join(text.replace("\\n", " ").split()).lower()
+    return [secret for secret in SECRETS if secret.lower() in squashed]
 
 
 async def test_serve_never_sends_or_logs_a_configured_secret(
@@ -112,7 +127,7 @@ async def test_serve_never_sends_or_logs_a_configured_secret(
         assert leaks("".join(delta for _, _, delta in session.chunks(rid))) == []
     for (provider, stream, name), (rid, answer) in answers.items():
         case = f"{provider} stream={stream} {name}"
-        if name in ("text-echo", "split-echo"):
+        if name in TEXT_ECHOES:
             content = answer["result"]["content"]
             assert content == "your key is [REDACTED] and your token [REDACTED]", case
             if stream:

@@ -298,12 +298,48 @@ def test_a_secret_in_many_chunks_with_text_around_is_masked():
 def test_only_a_tail_that_starts_a_secret_is_held_and_never_longer():
     register_secret(STREAM_KEY)
     redactor = StreamRedactor()
-    # (Each chunk ends in a newline, which starts no secret the other tests register.)
-    assert redactor.feed("no key here.\n") == "no key here.\n"
+    # (Each chunk ends in a "!" and a newline: no secret the other tests register holds a
+    # "!", and a start of one would be held with the whitespace after it.)
+    assert redactor.feed("no key here!\n") == "no key here!\n"
     assert redactor.feed("almost: sk-str") == "almost: "
     # The held tail goes out with the next chunk once it is clearly no key.
-    assert redactor.feed("ange\n") == "sk-strange\n"
+    assert redactor.feed("ange!\n") == "sk-strange!\n"
     # The most held back: the key but for its last character, let out at the end.
     assert redactor.feed("x" + STREAM_KEY[:-1]) == "x"
     assert redactor.flush() == STREAM_KEY[:-1]
     assert redactor.flush() == ""
+
+
+def variants(key: str) -> list[str]:
+    """`key` upper-cased, title-cased, and split by whitespace at every place."""
+    found = [key.upper(), key.title()]
+    for at in range(1, len(key)):
+        for gap in (" ", "\n", " \n  "):
+            found.append(key[:at] + gap + key[at:])
+    found.append(key[:5].upper() + "\t" + key[5:])
+    return found
+
+
+@pytest.mark.parametrize("variant", variants(STREAM_KEY))
+def test_a_secret_in_another_case_or_split_by_whitespace_is_masked_in_whole_text(variant):
+    register_secret(STREAM_KEY)
+    assert redact(f"key: {variant} end") == "key: [REDACTED] end"
+    # Inside a JSON frame, a line break is an escape.
+    frame = json.dumps({"delta": f"key: {variant} end"})
+    assert json.loads(redact(frame)) == {"delta": "key: [REDACTED] end"}
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8])
+def test_a_secret_in_another_case_or_split_by_whitespace_is_masked_in_streamed_text(size):
+    register_secret(STREAM_KEY)
+    for variant in variants(STREAM_KEY):
+        text = f"key: {variant} end"
+        chunks = [text[i : i + size] for i in range(0, len(text), size)]
+        assert "".join(streamed(chunks)) == "key: [REDACTED] end", (variant, size)
+
+
+def test_text_that_only_shares_a_piece_with_a_secret_is_left_as_it_is():
+    register_secret(STREAM_KEY)
+    text = f"{STREAM_KEY[:9]} and {STREAM_KEY[9:]} are halves, apart"
+    assert redact(text) == text
+    assert "".join(streamed([text[i : i + 4] for i in range(0, len(text), 4)])) == text

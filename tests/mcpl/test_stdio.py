@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from agentcore.mcpl.environment import server_environment
 from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge
 from agentcore.mcpl.transports import StdioTransport
+from agentcore.redaction import register_secret
 
 TOOL = [sys.executable, str(Path(__file__).parent / "servers" / "line_tool.py")]
 TIMEOUT = 10.0
@@ -37,6 +39,37 @@ async def test_env_is_merged_cwd_is_used_and_stderr_is_logged(
     finally:
         await transport.close()
     assert "mcpl server probe stderr: hello from stderr" in log_messages
+
+
+async def test_a_passed_through_variable_reaches_the_child_and_the_hosts_others_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PROBE_VAR", "passed")
+    monkeypatch.setenv("NOT_PASSED", "host only")
+    transport = await spawn("env", env_passthrough=["PROBE_VAR"])
+    try:
+        first = await asyncio.wait_for(transport.receive(), TIMEOUT)
+        assert first is not None and json.loads(first)["probe"] == "passed"
+    finally:
+        await transport.close()
+    assert "NOT_PASSED" not in server_environment(None, ["PROBE_VAR"])
+
+
+def test_a_passthrough_holding_a_secret_registered_later_is_left_out_with_a_warning(
+    log_messages: list[str],
+) -> None:
+    environ = {
+        "PATH": "/bin",
+        "LC_ALL": "C",
+        "HTTPS_PROXY": "http://me:proxy-pw-5151@proxy:3128",
+        "AGENTCORE_X": "y",
+        "MINE": "m",
+    }
+    register_secret("proxy-pw-5151")  # as the provider driver does for its proxy
+    seen = server_environment({"MINE": "own"}, ["HTTPS_PROXY", "AGENTCORE_X", "MINE"], environ)
+    assert seen == {"PATH": "/bin", "LC_ALL": "C", "MINE": "own"}
+    assert any("HTTPS_PROXY is left out" in m for m in log_messages)
+    assert any("AGENTCORE_X is left out" in m for m in log_messages)
 
 
 async def test_send_refuses_a_frame_with_a_newline() -> None:

@@ -329,3 +329,57 @@ async def test_connect_failure_is_reported() -> None:
     conn = connection("ws://127.0.0.1:9/nothing-listens-here")
     with pytest.raises(McplStartError):
         await asyncio.wait_for(conn.start(), TIMEOUT)
+
+
+def test_the_reconnect_wait_is_exponential_jittered_and_capped() -> None:
+    policy = ReconnectPolicy(initial_delay_s=1.0, max_delay_s=8.0)
+    for attempt, ceiling in enumerate([1.0, 2.0, 4.0, 8.0, 8.0]):
+        waits = [policy.delay(attempt) for _ in range(200)]
+        assert all(ceiling / 2 <= w <= ceiling for w in waits), (attempt, min(waits), max(waits))
+        assert len(set(waits)) > 1  # jittered
+    assert 4.0 <= policy.delay(100_000) <= 8.0  # no float overflow however long it fails
+
+
+async def test_a_session_that_stays_up_starts_the_backoff_over(server: WsServer) -> None:
+    """With reconnect_reset_after_s = 0 every session counts as having stayed up, so a
+    server that drops each one is retried at the first wait every time, never looping."""
+    traces: list[dict[str, Any]] = []
+
+    async def emit(kind: str, **fields: Any) -> None:
+        traces.append({"type": kind, **fields})
+
+    policy = ReconnectPolicy(initial_delay_s=0.01, reset_after_s=0.0, crash_loop_after=2)
+    conn = connection(server.url, reconnect=policy, emit=emit)
+    session = await start(conn, server)
+    for _ in range(3):
+        await session.ws.close()
+        session = await server.next_session()
+        await session.handshake()
+    await conn.close()
+    waits = [t for t in traces if t.get("state") == "reconnecting"]
+    assert [(t["attempt"], t["crashLooping"]) for t in waits] == [(1, False)] * 3
+
+
+async def test_without_a_session_that_stays_up_the_backoff_keeps_growing(
+    server: WsServer,
+) -> None:
+    traces: list[dict[str, Any]] = []
+
+    async def emit(kind: str, **fields: Any) -> None:
+        traces.append({"type": kind, **fields})
+
+    policy = ReconnectPolicy(initial_delay_s=0.01, reset_after_s=3600.0, crash_loop_after=2)
+    conn = connection(server.url, reconnect=policy, emit=emit)
+    session = await start(conn, server)
+    for _ in range(3):
+        await session.ws.close()
+        session = await server.next_session()
+        await session.handshake()
+    async with asyncio.timeout(TIMEOUT):
+        while len([t for t in traces if t.get("state") == "ready"]) < 3:
+            await asyncio.sleep(0.01)
+    await conn.close()
+    waits = [t for t in traces if t.get("state") == "reconnecting"]
+    assert [(t["attempt"], t["crashLooping"]) for t in waits] == [(1, False), (2, True), (3, True)]
+    ready = [t["crashLooping"] for t in traces if t.get("state") == "ready"]
+    assert ready == [False, True, True]

@@ -148,6 +148,35 @@ def test_servers_their_grant_and_requests_in_flight() -> None:
     assert state.snapshot()["servers"][0]["state"] == "closed"
 
 
+def test_a_crash_looping_server_is_shown_until_a_session_stays_up() -> None:
+    state = HostState()
+    feed(state, "mcpl:server_state", serverId="srv", state="ready", grant=[], featureSets=[])
+    for attempt in (1, 2):
+        feed(
+            state,
+            "mcpl:server_state",
+            serverId="srv",
+            state="reconnecting",
+            error="session lost (the server closed the connection)",
+            attempt=attempt,
+            delayMs=500 * attempt,
+            crashLooping=attempt == 2,
+        )
+    [server] = state.snapshot()["servers"]
+    assert server["state"] == "reconnecting"
+    assert server["crashLooping"] is True and server["reconnects"] == 2
+    assert server["error"] == "session lost (the server closed the connection)"
+    # A new session, not yet known to stay up: still crash-looping.
+    ready = {"serverId": "srv", "state": "ready", "grant": ["modelInfo"], "featureSets": []}
+    feed(state, "mcpl:server_state", **ready, crashLooping=True)
+    [server] = state.snapshot()["servers"]
+    assert (server["state"], server["crashLooping"]) == ("ready", True)
+    feed(state, "mcpl:server_state", **ready, crashLooping=False)
+    [server] = state.snapshot()["servers"]
+    assert (server["state"], server["crashLooping"], server["error"]) == ("ready", False, None)
+    assert server["grant"] == ["modelInfo"]
+
+
 def slots(state: HostState, change: str, in_use: int, provider: str = "a") -> None:
     feed(
         state,

@@ -7,7 +7,9 @@ test process (`e2e_support.ServerSession`), the same code that plays the server
 behind a WebSocket. It connects to the test at ``$MCPL_E2E_RELAY``
 (``HOST:PORT``) and first sends ``{"relay": {"pid": PID, "tag": TAG}}``, so the
 test can check that the process is gone after shutdown, also when it is a
-grandchild (under ``agentcore serve``), and tell sessions apart by ``$MCPL_E2E_TAG``.
+grandchild (under ``agentcore serve``), and tell sessions apart by ``$MCPL_E2E_TAG``;
+the hello also carries the whole environment the process started with (``environ``),
+so the test can see what of the host's reached it.
 
 It exits when the test closes the socket, which the test does once the host
 has closed the relay's stdin (the relay half-closes the socket then, after
@@ -31,7 +33,8 @@ def main() -> int:
     host, _, port = os.environ["MCPL_E2E_RELAY"].rpartition(":")
     sock = socket.create_connection((host, int(port)))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    hello = {"relay": {"pid": os.getpid(), "tag": os.environ.get("MCPL_E2E_TAG", "")}}
+    tag = os.environ.get("MCPL_E2E_TAG", "")
+    hello = {"relay": {"pid": os.getpid(), "tag": tag, "environ": dict(os.environ)}}
     sock.sendall(json.dumps(hello).encode() + b"\n")
 
     def host_to_test() -> None:

@@ -15,8 +15,11 @@ dictionary work, and nothing is sent from the trace hook; each client's stream
 runs in its own request task (`agentcore_console.server`, imported only to listen).
 Listening anywhere but loopback needs a token (``[console] token_env`` names the
 environment variable holding it), checked on every route, as ``Authorization: Bearer
-TOKEN`` or ``?token=TOKEN``. Every state object passes the redaction boundary before it
-is sent: no secret reaches the page.
+TOKEN`` or ``?token=TOKEN``. Without a token every route answers only a request whose
+``Host`` is a loopback name or one of ``[console] public_names`` (421 otherwise), so a web
+page that points a name of its own at 127.0.0.1 (DNS rebinding) cannot read the state.
+Every state object passes the redaction boundary before it is sent: no secret reaches
+the page.
 """
 
 from __future__ import annotations
@@ -60,6 +63,18 @@ def is_loopback(host: str) -> bool:
         return False  # a name other than localhost may resolve anywhere
 
 
+def normal_host(host: str) -> str:
+    """A ``Host`` header's name, or a configured one: without port, brackets or final dot,
+    lowercased (``[::1]:8765`` is ``::1``, ``Console.Example.:80`` is ``console.example``)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    name, colon, port = host.rpartition(":")
+    if colon and port.isdigit() and ":" not in name:
+        host = name
+    return host.rstrip(".")
+
+
 class ConsoleSettings(Section):
     """``[console]``."""
 
@@ -67,6 +82,17 @@ class ConsoleSettings(Section):
     """``HOST:PORT`` to serve the page on; None: no console."""
     token_env: str | None = Field(default=None, min_length=1)
     """The environment variable holding the token; required when `listen` is not loopback."""
+    public_names: list[str] = Field(default_factory=list)
+    """Without a token, host names besides loopback ones (``localhost``, ``127.0.0.1``,
+    ``[::1]``) that a request's ``Host`` may name: an ``/etc/hosts`` alias, a proxy's name."""
+
+    @field_validator("public_names")
+    @classmethod
+    def _host_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not name.strip() or any(c in name for c in "/@?# "):
+                raise ValueError(f"{name!r} is not a host name (say console.internal)")
+        return names
 
     @field_validator("listen")
     @classmethod
@@ -112,7 +138,9 @@ class ConsolePage:
         # noticeable time, and only a console that listens needs it.
         from agentcore_console.server import ConsoleServer
 
-        self._server = ConsoleServer(self.state, token, self._changed, self._closing)
+        self._server = ConsoleServer(
+            self.state, token, self._changed, self._closing, self.settings.public_names
+        )
         self.url = await self._server.start(host, port)
         logger.info("console: {}{}", self.url, " (token required)" if token else "")
 
@@ -130,4 +158,11 @@ class ConsolePage:
             await server.stop()
 
 
-__all__ = ["ConsolePage", "ConsoleSettings", "HostState", "is_loopback", "split_listen"]
+__all__ = [
+    "ConsolePage",
+    "ConsoleSettings",
+    "HostState",
+    "is_loopback",
+    "normal_host",
+    "split_listen",
+]

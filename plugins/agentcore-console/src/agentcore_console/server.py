@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+from collections.abc import Collection
 from importlib import resources
 from typing import Any
 
 from aiohttp import web
 
 from agentcore.redaction import redact
+from agentcore_console import is_loopback, normal_host
 from agentcore_console.state import HostState
 
 PUSH_INTERVAL_S = 0.2
@@ -34,9 +36,12 @@ class ConsoleServer:
         token: str | None,
         changed: asyncio.Event,
         closing: asyncio.Event,
+        host_names: Collection[str] = (),
     ) -> None:
         self.state = state
         self._token = token
+        self._host_names = {normal_host(name) for name in host_names}
+        """Without a token, the `Host` names a request may carry (besides loopback ones)."""
         self._changed = changed
         self._closing = closing
         self._runner: web.AppRunner | None = None
@@ -65,7 +70,18 @@ class ConsoleServer:
 
     @web.middleware
     async def _authorize(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self._token is not None:
+        if self._token is None:
+            # No token: the listen address is loopback, and a web page the browser loaded
+            # from elsewhere can still reach it by a name of its own that it points at
+            # 127.0.0.1 (DNS rebinding). Its requests carry that name as their Host.
+            if not self._addressed_to_us(request.host):
+                names = ", ".join(sorted({"localhost", "127.0.0.1", "[::1]", *self._host_names}))
+                raise web.HTTPMisdirectedRequest(
+                    text="agentcore console: this console answers requests addressed to "
+                    f"{names} only; another name it is reached by goes in "
+                    "[console] public_names\n"
+                )
+        else:
             given = request.query.get("token", "")
             scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
             if scheme.lower() == "bearer":
@@ -78,6 +94,10 @@ class ConsoleServer:
                 )
         response: web.StreamResponse = await handler(request)
         return response
+
+    def _addressed_to_us(self, host: str) -> bool:
+        name = normal_host(host)
+        return name in self._host_names or is_loopback(name)
 
     def _state_json(self) -> str:
         return redact(json.dumps(self.state.snapshot(), default=str, ensure_ascii=False))

@@ -211,6 +211,8 @@ class HostState:
                 "grant": [],
                 "featureSets": [],
                 "error": None,
+                "crashLooping": False,
+                "reconnects": 0,
                 "requests": {},
                 "served": 0,
                 "failed": 0,
@@ -225,6 +227,10 @@ class HostState:
         server["state"] = f.get("state")
         server["sinceMs"] = event.timestamp
         server["error"] = f.get("error")
+        # A server that keeps failing (`[mcpl.servers.NAME] crash_loop_after`): until a
+        # session stays up, its ready traces say so too.
+        server["crashLooping"] = bool(f.get("crashLooping"))
+        server["reconnects"] = f.get("attempt") or 0
         if "grant" in f:
             server["grant"] = list(f.get("grant") or [])
         if "featureSets" in f:

@@ -82,19 +82,47 @@ def register_secret(value: str | None) -> None:
     or trace line even when it holds a quote, a backslash or non-ASCII characters; and
     each form is found in any case and split by whitespace (`_loose`).
     """
-    global _ordered, _folded, _anchors, _loose, _starts_by_end, _secret_characters, _longest
     if not value or len(value) < MIN_SECRET_LENGTH:
         return
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
     if forms <= _secrets:
         return
     _secrets.update(forms)
+    _rebuild()
+
+
+def registered_secrets() -> frozenset[str]:
+    """Every registered form, to hand back to `restore_secrets` later."""
+    return frozenset(_secrets)
+
+
+def restore_secrets(saved: frozenset[str]) -> None:
+    """Forget every secret registered since `saved` (a `registered_secrets()`).
+
+    For tests that share one process (pytest-xdist's workers): a secret a test loaded
+    must not change how a later test's text is redacted or where its chunks break.
+    """
+    if saved == _secrets:
+        return
+    _secrets.clear()
+    _secrets.update(saved)
+    _rebuild()
+
+
+def _rebuild() -> None:
+    """Derive every lookup structure from `_secrets`."""
+    global _ordered, _folded, _anchors, _loose, _starts_by_end, _secret_characters, _longest
     _ordered = tuple(sorted(_secrets, key=len, reverse=True))
     _folded = frozenset(f for f in map(_fold, _secrets) if len(f) >= MIN_SECRET_LENGTH)
     by_length = sorted(_folded, key=len, reverse=True)
     _anchors = tuple({half for form in by_length for half in _halves(form)})
-    _loose = re.compile(
-        "|".join(_GAP.join(re.escape(c) for c in form) for form in by_length), re.IGNORECASE
+    _loose = (
+        re.compile(
+            "|".join(_GAP.join(re.escape(c) for c in form) for form in by_length),
+            re.IGNORECASE,
+        )
+        if by_length
+        else None
     )
     starts = [(form, n) for form in _folded for n in range(1, len(form))]
     by_end: dict[str, list[tuple[str, int]]] = {}

@@ -25,7 +25,7 @@ from agentcore.inference.calls import Attempt, Retry
 from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.markers import Failure, Kind, Result, hookspec, rules_of, spec
 from agentcore.mcpl.host import McplHost
-from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest
+from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest, PushAnswer
 from agentcore.plugins import SettingsSection
 
 ARCHITECTURE = Path(__file__).parents[2] / "docs" / "architecture.md"
@@ -197,6 +197,65 @@ async def test_a_decision_hooks_own_error_is_the_answer(
     )
     outcome = await scenario(hook)(make_kernel, raising(hook, error, is_async=True), scripted)
     assert outcome is error
+
+
+# -- how results combine ------------------------------------------------------------------
+
+
+async def test_first_non_none_answers_a_push_event_and_no_later_plugin_is_asked(
+    make_kernel: MakeKernel,
+) -> None:
+    asked: list[str] = []
+
+    class Passes:
+        @hookimpl(tryfirst=True)
+        async def on_push_event(self) -> None:
+            asked.append("passes")
+
+    class Answers:
+        @hookimpl
+        async def on_push_event(self, event: Any) -> PushAnswer:
+            asked.append("answers")
+            return PushAnswer(True, inference_id=f"inf_{event.event_id}")
+
+    class Late:
+        @hookimpl(trylast=True)
+        def on_push_event(self) -> PushAnswer:
+            asked.append("late")
+            return PushAnswer(False, reason="too late")
+
+    kernel = make_kernel(plugins={"late": Late(), "answers": Answers(), "passes": Passes()})
+    params = {"featureSet": "acme", "eventId": "e-7", "timestamp": "t", "payload": {"content": []}}
+    async with kernel:
+        answer = await McplHost(kernel).handle(McplRequest(Server(), 7, "push/event", params))
+    assert answer == {"accepted": True, "inferenceId": "inf_e-7"}
+    assert asked == ["passes", "answers"]
+
+
+async def test_collect_keeps_every_answer_in_order_and_skips_none(
+    make_kernel: MakeKernel, log_lines: list[str]
+) -> None:
+    class First:
+        @hookimpl(tryfirst=True)
+        def agentcore_mcpl_capabilities(self) -> dict[str, Any]:
+            return {"contextHooks": {"beforeInference": True}}
+
+    class Nothing:
+        @hookimpl
+        def agentcore_mcpl_capabilities(self) -> None:
+            return None
+
+    class Second:
+        @hookimpl(trylast=True)
+        def agentcore_mcpl_capabilities(self) -> dict[str, Any]:
+            return {"inferenceLifecycle": True}
+
+    kernel = make_kernel(plugins={"second": Second(), "nothing": Nothing(), "first": First()})
+    assert kernel.hooks.mcpl_capabilities() == [
+        {"contextHooks": {"beforeInference": True}},
+        {"inferenceLifecycle": True},
+    ]
+    assert not [line for line in log_lines if "agentcore_mcpl_capabilities" in line]
 
 
 # -- the table ---------------------------------------------------------------------------

@@ -44,9 +44,9 @@ OBSERVER_DRAIN_S = 1.0
 """How long `Hooks.stop()` lets async observers catch up before cancelling what is stuck."""
 DROP_LOG_INTERVAL_S = 10.0
 """At most one log line per plugin this often while its events are being dropped."""
-_STREAM_FAST = (Kind.IN_PATH, Result.CHAIN, Failure.LOGGED)
+_STREAM_FAST = HookRule(Kind.IN_PATH, Result.CHAIN, Failure.LOGGED)
 """The rule `stream_event_sync` implements: it is used only while `on_stream_event` has it."""
-_FIRST, _CHAIN, _COLLECT = Result.FIRST, Result.CHAIN, Result.COLLECT
+_FIRST, _CHAIN, _COLLECT, _OBSERVER = Result.FIRST, Result.CHAIN, Result.COLLECT, Kind.OBSERVER
 """Module names for `_run`'s loop: an Enum member read through its class is slow (3.11)."""
 
 
@@ -92,8 +92,8 @@ def _failed(rule: HookRule, hook: str, plugin: str, exc: Exception) -> None:
         return
     if rule.failure is Failure.DECIDES and isinstance(exc, InferenceError | McplError):
         raise exc  # raised on purpose: the answer
-    if rule.failure is Failure.FAILS_PLUGIN and isinstance(exc, PluginError):
-        raise exc  # already names the plugin and what it did wrong
+    if isinstance(exc, PluginError) and exc.plugin == plugin:
+        raise exc  # `_bind`'s refusal: it names the plugin and what it did wrong
     raise PluginError(plugin, f"{hook} raised {type(exc).__name__}: {exc}") from exc
 
 
@@ -169,7 +169,6 @@ class Hooks:
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._pm = pm
         self._impls: dict[str, tuple[_Impl, ...]] = {}
-        self._rules: Mapping[str, HookRule] = RULES
         self._observers: dict[str, _Observer] = {}
         self.refresh()
 
@@ -196,9 +195,8 @@ class Hooks:
                 (self._observer(i.plugin), i) for i in impls if i.plugin in queued
             )
         stream = self._impls["on_stream_event"]
-        rule = RULES["on_stream_event"]
         self.has_stream_observers = bool(stream)
-        self.stream_sync = (rule.kind, rule.result, rule.failure) == _STREAM_FAST and not any(
+        self.stream_sync = RULES["on_stream_event"] == _STREAM_FAST and not any(
             i.is_async for i in stream
         )
         """No `on_stream_event` implementation is async: `stream_event_sync` may be used."""
@@ -226,8 +224,12 @@ class Hooks:
         Each in order, awaited when async; an exception goes through the failure rule;
         the results combine by the rule's `Result`: None, the first non-None, the last
         argument as the chain left it, or every ``(plugin, result)`` that is not None.
+        An observer is never awaited here: it goes the observers' way (`_observe`).
         """
-        rule, impls = self._rules[hook], self._impls[hook]
+        rule, impls = RULES[hook], self._impls[hook]
+        if rule.kind is _OBSERVER:
+            self._observe(hook, *args)
+            return None
         if only is not None:
             impls = tuple(i for i in impls if i.plugin == only)
         combine = rule.result

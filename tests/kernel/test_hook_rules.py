@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -46,7 +47,7 @@ class RetryOnce:
 # -- how each hook is made to be called, through a real Kernel ----------------------------
 
 
-async def _load(make_kernel: MakeKernel, plugin: object) -> Outcome:
+async def _load(make_kernel: MakeKernel, plugin: object, scripted: Any) -> Outcome:
     try:
         make_kernel(plugins={"boom": plugin})
     except PluginLoadError as error:
@@ -54,7 +55,7 @@ async def _load(make_kernel: MakeKernel, plugin: object) -> Outcome:
     return None
 
 
-async def _lifecycle(make_kernel: MakeKernel, plugin: object) -> Outcome:
+async def _lifecycle(make_kernel: MakeKernel, plugin: object, scripted: Any) -> Outcome:
     kernel = make_kernel(plugins={"boom": plugin})
     try:
         async with kernel:
@@ -88,7 +89,7 @@ async def _inference(
     return None
 
 
-async def _capabilities(make_kernel: MakeKernel, plugin: object) -> Outcome:
+async def _capabilities(make_kernel: MakeKernel, plugin: object, scripted: Any) -> Outcome:
     kernel = make_kernel(plugins={"boom": plugin})
     async with kernel:
         host = McplHost(kernel)
@@ -96,7 +97,7 @@ async def _capabilities(make_kernel: MakeKernel, plugin: object) -> Outcome:
     return None
 
 
-async def _mcpl(make_kernel: MakeKernel, plugin: object, method: str) -> Outcome:
+async def _mcpl(make_kernel: MakeKernel, plugin: object, scripted: Any, *, method: str) -> Outcome:
     params: dict[str, Any] = {"x": 1}
     if method == "push/event":
         params = {
@@ -114,29 +115,33 @@ async def _mcpl(make_kernel: MakeKernel, plugin: object, method: str) -> Outcome
     return None
 
 
-def scenario(hook: str) -> Callable[[MakeKernel, object, Any], Awaitable[Outcome]]:
-    """A way to make a real Kernel call `hook` with `plugin` registered as ``boom``."""
-    ways: dict[str, Callable[[MakeKernel, object, Any], Awaitable[Outcome]]] = {
-        "agentcore_settings": lambda make, plugin, _: _load(make, plugin),
-        "agentcore_provider_kinds": lambda make, plugin, _: _load(make, plugin),
-        "agentcore_start": lambda make, plugin, _: _lifecycle(make, plugin),
-        "agentcore_stop": lambda make, plugin, _: _lifecycle(make, plugin),
-        "on_admission": lambda make, plugin, s: _inference(make, plugin, s),
-        "on_stream_event": lambda make, plugin, s: _inference(make, plugin, s),
-        "on_attempt_end": lambda make, plugin, s: _inference(make, plugin, s),
-        "on_trace": lambda make, plugin, s: _inference(make, plugin, s),
-        "on_inference_error": lambda make, plugin, s: _inference(make, plugin, s, retry=True),
-        "on_wait_start": lambda make, plugin, s: _inference(make, plugin, s, retry=True),
-        "on_wait_end": lambda make, plugin, s: _inference(make, plugin, s, retry=True),
-        "on_host_turn_context": lambda make, plugin, s: _inference(make, plugin, s, turn=True),
-        "on_host_turn_start": lambda make, plugin, s: _inference(make, plugin, s, turn=True),
-        "on_host_turn_end": lambda make, plugin, s: _inference(make, plugin, s, turn=True),
-        "agentcore_mcpl_capabilities": lambda make, plugin, _: _capabilities(make, plugin),
-        "on_mcpl_request": lambda make, plugin, _: _mcpl(make, plugin, "acme/echo"),
-        "on_push_event": lambda make, plugin, _: _mcpl(make, plugin, "push/event"),
-    }
-    assert hook in ways, f"no scenario calls {hook}: add one here"
-    return ways[hook]
+Scenario = Callable[[MakeKernel, object, Any], Awaitable[Outcome]]
+SCENARIOS: dict[str, Scenario] = {
+    "agentcore_settings": _load,
+    "agentcore_provider_kinds": _load,
+    "agentcore_start": _lifecycle,
+    "agentcore_stop": _lifecycle,
+    "on_admission": _inference,
+    "on_stream_event": _inference,
+    "on_attempt_end": _inference,
+    "on_trace": _inference,
+    "on_inference_error": partial(_inference, retry=True),
+    "on_wait_start": partial(_inference, retry=True),
+    "on_wait_end": partial(_inference, retry=True),
+    "on_host_turn_context": partial(_inference, turn=True),
+    "on_host_turn_start": partial(_inference, turn=True),
+    "on_host_turn_end": partial(_inference, turn=True),
+    "agentcore_mcpl_capabilities": _capabilities,
+    "on_mcpl_request": partial(_mcpl, method="acme/echo"),
+    "on_push_event": partial(_mcpl, method="push/event"),
+}
+"""For each hook, a way to make a real Kernel call it with a plugin registered as ``boom``,
+and what the caller got (each is called ``(make_kernel, plugin, scripted)``)."""
+
+
+def scenario(hook: str) -> Scenario:
+    assert hook in SCENARIOS, f"no scenario calls {hook}: add one to SCENARIOS"
+    return SCENARIOS[hook]
 
 
 def raising(hook: str, error: Exception, *, is_async: bool) -> object:
@@ -274,6 +279,8 @@ def test_every_spec_declares_its_rule_and_pluggy_agrees() -> None:
 
 
 def test_a_spec_without_a_rule_is_refused_by_name() -> None:
+    """`agentcore.hookspecs` builds RULES with `rules_of`: such a spec stops its import."""
+
     @hookspec
     def on_something(attempt: Attempt) -> None:
         """A new hook someone forgot to give a kind."""

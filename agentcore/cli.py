@@ -328,6 +328,9 @@ def infer(
         code = asyncio.run(run(kernel, request, stream, as_json))
     except KeyboardInterrupt:
         code = 130
+    except PluginLoadError as exc:  # a plugin failed to start, as `serve` says it
+        say(f"agentcore: {exc}", err=True)
+        code = 2
     raise SystemExit(code)
 
 
@@ -377,13 +380,13 @@ def mcpl() -> None:
 def mcpl_digest(file: BinaryIO | None) -> None:
     """The MCPL §17.2 revision of a manifest (the `experimental.mcpl` object as JSON) read
     from FILE, or from stdin without one. A refused input exits 1 saying why."""
-    from agentcore.mcpl.digest import DigestRefused, manifest_digest
+    from agentcore.mcpl.digest import DigestRefused, NotJson, manifest_digest, read_json
 
     source = file if file is not None else sys.stdin.buffer
     data = source.read()
     try:
-        manifest = json.loads(data, parse_constant=_no_json_constant)
-    except ValueError as exc:  # not JSON, not UTF-8, or NaN/Infinity
+        manifest = read_json(data)
+    except NotJson as exc:  # not JSON, not UTF-8, NaN, a duplicate name, too deep
         say(f"agentcore: mcpl digest: the input is not JSON: {exc}", err=True)
         raise SystemExit(1) from None
     try:
@@ -392,10 +395,6 @@ def mcpl_digest(file: BinaryIO | None) -> None:
         say(f"agentcore: mcpl digest: refused: {exc}", err=True)
         raise SystemExit(1) from None
     say(revision)
-
-
-def _no_json_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 @main.command()

@@ -187,8 +187,9 @@ async def run_demo() -> int:
         )
         console.print(
             "\nTo watch a host live (holds counting down, waiting calls, MCPL servers and "
-            "their requests), serve it with the console and open the page:\n"
-            "  agentcore serve --settings deploy.toml --console 127.0.0.1:8765\n"
+            "their requests), serve it with the console and open the page (from the "
+            "repository's root):\n"
+            "  agentcore serve --settings examples/memory.toml --console 127.0.0.1:8765\n"
             "  then http://127.0.0.1:8765/  (JSON state at /status)",
             highlight=False,
         )

@@ -66,6 +66,7 @@ from agentcore.plugins import (
     instantiate,
     read_kinds,
     read_section,
+    unknown_disabled,
 )
 from agentcore.providers import KindClash, Provider, ProviderKinds
 from agentcore.redaction import redact_value
@@ -196,7 +197,13 @@ class Kernel:
         for path in default_sections():  # a deployment keeps them when it disables one
             if not any(p == path or p.startswith(path + ".") for p in sections):
                 sections[path] = None
-        loaded = load_settings(file, sections=sections, environ=environ, kinds=kinds)
+        unknown = unknown_disabled(early.disabled, environ, records, file)
+        try:
+            loaded = load_settings(file, sections=sections, environ=environ, kinds=kinds)
+        except SettingsError as exc:
+            raise SettingsError(unknown + exc.problems) from None
+        if unknown:
+            raise SettingsError(unknown)
         kernel = cls(loaded, records, pm, kinds)
         failed = [r for r in records if r.state == "failed"]
         if failed and (loaded.settings.plugins.strict if strict is None else strict):

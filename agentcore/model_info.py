@@ -1,6 +1,8 @@
 """What the host knows about a model: MCPL's ModelInfo (SPEC §12.2, and `model` in §10.1).
 
-`{id, vendor, contextWindow, capabilities}`. `vendor` is the model's maker
+`{id, vendor, contextWindow, capabilities}`, and `maxOutputTokens` (an extension of §12.2:
+the most tokens the model writes in one reply, the ceiling an `inference/request`'s
+`maxTokens` is held to). `vendor` is the model's maker
 ("anthropic", "openai", "google"), not the provider kind that serves it (an
 OpenRouter or OpenAI-compatible provider serves many makers' models). The
 deployment's ``[providers.NAME.models.MODEL]`` says it first, field by field; the
@@ -25,6 +27,7 @@ class ModelInfo:
     vendor: str | None = None
     context_window: int | None = None
     capabilities: tuple[str, ...] | None = None
+    max_output_tokens: int | None = None
 
     def unknown(self) -> list[str]:
         """The settings keys of what is not known (``[providers.NAME.models.MODEL]``):
@@ -49,6 +52,8 @@ class ModelInfo:
             wire["contextWindow"] = self.context_window
         if self.capabilities is not None:
             wire["capabilities"] = list(self.capabilities)
+        if self.max_output_tokens is not None:
+            wire["maxOutputTokens"] = self.max_output_tokens
         return wire
 
 
@@ -57,48 +62,50 @@ class _Known:
     vendor: str
     context_window: int | None
     capabilities: tuple[str, ...] | None
+    max_output_tokens: int | None = None
 
 
 # Model id prefixes, matched longest first on a "-" boundary, so that dated ids
 # ("claude-sonnet-4-5-20250929", "gpt-4o-2024-08-06") and "-latest" aliases match.
-# Published context windows; capabilities only where the maker documents them.
+# Published context windows and output limits (without beta headers); capabilities only
+# where the maker documents them.
 BUILTIN_MODELS: Mapping[str, _Known] = {
     # Anthropic
-    "claude-opus-4-5": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-opus-4-1": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-opus-4": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-sonnet-4-5": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-sonnet-4": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-haiku-4-5": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-3-7-sonnet": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-3-5-sonnet": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-3-5-haiku": _Known("anthropic", 200_000, ("tools",)),
-    "claude-3-opus": _Known("anthropic", 200_000, VISION_TOOLS),
-    "claude-3-haiku": _Known("anthropic", 200_000, VISION_TOOLS),
+    "claude-opus-4-5": _Known("anthropic", 200_000, VISION_TOOLS, 64_000),
+    "claude-opus-4-1": _Known("anthropic", 200_000, VISION_TOOLS, 32_000),
+    "claude-opus-4": _Known("anthropic", 200_000, VISION_TOOLS, 32_000),
+    "claude-sonnet-4-5": _Known("anthropic", 200_000, VISION_TOOLS, 64_000),
+    "claude-sonnet-4": _Known("anthropic", 200_000, VISION_TOOLS, 64_000),
+    "claude-haiku-4-5": _Known("anthropic", 200_000, VISION_TOOLS, 64_000),
+    "claude-3-7-sonnet": _Known("anthropic", 200_000, VISION_TOOLS, 64_000),
+    "claude-3-5-sonnet": _Known("anthropic", 200_000, VISION_TOOLS, 8_192),
+    "claude-3-5-haiku": _Known("anthropic", 200_000, ("tools",), 8_192),
+    "claude-3-opus": _Known("anthropic", 200_000, VISION_TOOLS, 4_096),
+    "claude-3-haiku": _Known("anthropic", 200_000, VISION_TOOLS, 4_096),
     # OpenAI
-    "gpt-5": _Known("openai", 400_000, VISION_TOOLS),
-    "gpt-5-mini": _Known("openai", 400_000, VISION_TOOLS),
-    "gpt-5-nano": _Known("openai", 400_000, VISION_TOOLS),
-    "gpt-4.1": _Known("openai", 1_047_576, VISION_TOOLS),
-    "gpt-4.1-mini": _Known("openai", 1_047_576, VISION_TOOLS),
-    "gpt-4.1-nano": _Known("openai", 1_047_576, VISION_TOOLS),
-    "gpt-4o": _Known("openai", 128_000, VISION_TOOLS),
-    "gpt-4o-mini": _Known("openai", 128_000, VISION_TOOLS),
-    "gpt-4-turbo": _Known("openai", 128_000, VISION_TOOLS),
-    "gpt-3.5-turbo": _Known("openai", 16_385, ("tools",)),
-    "o1": _Known("openai", 200_000, VISION_TOOLS),
-    "o1-mini": _Known("openai", 128_000, None),
-    "o3": _Known("openai", 200_000, VISION_TOOLS),
-    "o3-mini": _Known("openai", 200_000, ("tools",)),
-    "o4-mini": _Known("openai", 200_000, VISION_TOOLS),
+    "gpt-5": _Known("openai", 400_000, VISION_TOOLS, 128_000),
+    "gpt-5-mini": _Known("openai", 400_000, VISION_TOOLS, 128_000),
+    "gpt-5-nano": _Known("openai", 400_000, VISION_TOOLS, 128_000),
+    "gpt-4.1": _Known("openai", 1_047_576, VISION_TOOLS, 32_768),
+    "gpt-4.1-mini": _Known("openai", 1_047_576, VISION_TOOLS, 32_768),
+    "gpt-4.1-nano": _Known("openai", 1_047_576, VISION_TOOLS, 32_768),
+    "gpt-4o": _Known("openai", 128_000, VISION_TOOLS, 16_384),
+    "gpt-4o-mini": _Known("openai", 128_000, VISION_TOOLS, 16_384),
+    "gpt-4-turbo": _Known("openai", 128_000, VISION_TOOLS, 4_096),
+    "gpt-3.5-turbo": _Known("openai", 16_385, ("tools",), 4_096),
+    "o1": _Known("openai", 200_000, VISION_TOOLS, 100_000),
+    "o1-mini": _Known("openai", 128_000, None, 65_536),
+    "o3": _Known("openai", 200_000, VISION_TOOLS, 100_000),
+    "o3-mini": _Known("openai", 200_000, ("tools",), 100_000),
+    "o4-mini": _Known("openai", 200_000, VISION_TOOLS, 100_000),
     # Google
-    "gemini-2.5-pro": _Known("google", 1_048_576, VISION_TOOLS),
-    "gemini-2.5-flash": _Known("google", 1_048_576, VISION_TOOLS),
-    "gemini-2.5-flash-lite": _Known("google", 1_048_576, VISION_TOOLS),
-    "gemini-2.0-flash": _Known("google", 1_048_576, VISION_TOOLS),
-    "gemini-2.0-flash-lite": _Known("google", 1_048_576, VISION_TOOLS),
-    "gemini-1.5-pro": _Known("google", 2_097_152, VISION_TOOLS),
-    "gemini-1.5-flash": _Known("google", 1_048_576, VISION_TOOLS),
+    "gemini-2.5-pro": _Known("google", 1_048_576, VISION_TOOLS, 65_536),
+    "gemini-2.5-flash": _Known("google", 1_048_576, VISION_TOOLS, 65_536),
+    "gemini-2.5-flash-lite": _Known("google", 1_048_576, VISION_TOOLS, 65_536),
+    "gemini-2.0-flash": _Known("google", 1_048_576, VISION_TOOLS, 8_192),
+    "gemini-2.0-flash-lite": _Known("google", 1_048_576, VISION_TOOLS, 8_192),
+    "gemini-1.5-pro": _Known("google", 2_097_152, VISION_TOOLS, 8_192),
+    "gemini-1.5-flash": _Known("google", 1_048_576, VISION_TOOLS, 8_192),
 }
 _BY_LENGTH = sorted(BUILTIN_MODELS, key=len, reverse=True)
 
@@ -125,11 +132,13 @@ def describe_model(model: str, configured: ModelSettings | None = None) -> Model
         if configured and configured.capabilities is not None
         else None
     )
+    max_output = configured.max_output_tokens if configured else None
     if known is not None:
         vendor = vendor or known.vendor
+        max_output = max_output if max_output is not None else known.max_output_tokens
         window = window if window is not None else known.context_window
         capabilities = capabilities if capabilities is not None else known.capabilities
-    return ModelInfo(model, vendor, window, capabilities)
+    return ModelInfo(model, vendor, window, capabilities, max_output)
 
 
 __all__ = ["BUILTIN_MODELS", "ModelInfo", "describe_model", "known_model"]

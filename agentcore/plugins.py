@@ -26,6 +26,7 @@ import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,6 +34,7 @@ from pydantic import BaseModel
 
 from agentcore.default_plugins import BUILTIN
 from agentcore.inference import PluginError
+from agentcore.settings_checks import did_you_mean
 
 if TYPE_CHECKING:
     from agentcore.fleet import FleetStore
@@ -95,6 +97,37 @@ def disabled_names(configured: Iterable[str], environ: Mapping[str, str]) -> set
     names = set(configured)
     names.update(n.strip() for n in environ.get(DISABLE_ENV, "").split(",") if n.strip())
     return names
+
+
+def unknown_disabled(
+    configured: Iterable[str],
+    environ: Mapping[str, str],
+    records: Iterable[PluginRecord],
+    path: Path | None,
+) -> list[str]:
+    """One problem per name `disabled_names` blocks that no plugin has (found, registered, or
+    installed at all): a misspelt name would leave the plugin it meant running, unsaid.
+    `configured` is ``[plugins] disabled`` from the file at `path` or the environment."""
+    from agentcore.settings import DISABLE_ENV, ENV_PREFIX
+
+    override = f"{ENV_PREFIX}PLUGINS__DISABLED"
+    in_env = any(key.upper() == override for key in environ)
+    where = f"environment {override}" if in_env else str(path)
+    known = {record.name for record in records}
+    from_env = {n.strip() for n in environ.get(DISABLE_ENV, "").split(",") if n.strip()}
+    sources = [(name, where) for name in configured] + [
+        (name, f"environment {DISABLE_ENV}") for name in sorted(from_env)
+    ]
+    if all(name in known for name, _ in sources):
+        return []
+    known |= {claim.name for claim in _installed()[0]}  # not loaded (discover_plugins=False)
+    listed = ", ".join(sorted(known))
+    return [
+        f"{source}: plugins.disabled: no plugin is named {name!r}{did_you_mean(name, known)};"
+        f" the plugins are {listed}"
+        for name, source in sources
+        if name not in known
+    ]
 
 
 # -- discovery -------------------------------------------------------------------------

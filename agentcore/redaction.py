@@ -185,7 +185,7 @@ def url_secrets(url: str) -> list[str]:
     """The secret parts of a URL: its userinfo (whole, its password, or a lone user name,
     which is a token), and the values of key- or token-like query parameters (as written
     and percent-decoded)."""
-    parts = urllib.parse.urlsplit(url)
+    parts = _split(url)
     found: list[str] = []
     userinfo, at, _ = parts.netloc.rpartition("@")
     if at and userinfo:
@@ -199,12 +199,29 @@ def url_secrets(url: str) -> list[str]:
 
 def redact_url(url: str) -> str:
     """`url` readable, its secret parts masked: ``https://[REDACTED]@host/v1?key=[REDACTED]``."""
-    parts = urllib.parse.urlsplit(url)
+    parts = _split(url)
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
     pieces = [f"{name}={REDACTED}" if secret else name for name, _, secret in _query(parts.query)]
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="&".join(pieces)))
+
+
+def _split(url: str) -> urllib.parse.SplitResult:
+    """`urllib.parse.urlsplit`, or the same split by hand for a URL it refuses (``http://u:pw@[::1``,
+    a bracket that does not close): its credentials are found and masked all the same, and the
+    settings loader then says what is wrong with it."""
+    try:
+        return urllib.parse.urlsplit(url)
+    except ValueError:
+        scheme, sep, rest = url.partition("://")
+        if not sep:
+            scheme, rest = "", url
+        end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+        netloc, rest = rest[:end], rest[end:]
+        rest, _, fragment = rest.partition("#")
+        path, _, query = rest.partition("?")
+        return urllib.parse.SplitResult(scheme, netloc, path, query, fragment)
 
 
 def _query(query: str) -> Iterator[tuple[str, str, bool]]:

@@ -16,8 +16,6 @@ file are relative to the file's folder.
 from __future__ import annotations
 
 import os
-import tomllib
-import urllib.parse
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +36,24 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, MAX_REQUEST_DEADLINE_S
+from agentcore.mcpl.grants import grant_problem
+from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
 from agentcore.redaction import register_secret, settings_secrets
+from agentcore.settings_checks import (
+    did_you_mean,
+    missing_keys,
+    number_or_bool,
+    referenced_variables,
+    unknown_env_sections,
+)
+from agentcore.settings_checks import invalid as invalid  # plugins raise it too
+from agentcore.settings_file import SettingsError as SettingsError
+from agentcore.settings_file import read_toml as read_toml
+from agentcore.urls import HttpUrl as HttpUrl
+from agentcore.urls import RedisUrl, WebSocketUrl
 
 ENV_PREFIX = "AGENTCORE_"
 SETTINGS_ENV = "AGENTCORE_SETTINGS"
@@ -52,9 +63,16 @@ _RESERVED_ENV = {SETTINGS_ENV, DISABLE_ENV, "AGENTCORE_LOG_LEVEL"}
 
 
 class Section(BaseModel):
-    """Base for every settings section: unknown keys are errors, not silently ignored."""
+    """Base for every settings section: unknown keys are errors, not silently ignored, and
+    so are TOML's true and false where a number is expected, and a number for a flag."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _number_or_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        return value if field is None else number_or_bool(value, field.annotation)
 
 
 @dataclass(frozen=True)
@@ -74,17 +92,13 @@ def load_context(info: ValidationInfo) -> LoadContext | None:
     return info.context if isinstance(info.context, LoadContext) else None
 
 
-def invalid(message: str) -> PydanticCustomError:
-    """A validation error whose message says it all: reported as is, without the value."""
-    return PydanticCustomError("agentcore", "{message}", {"message": message})
-
-
 def provider_problem(name: str, configured: Collection[str]) -> str | None:
     """Why `name` cannot be used as a provider, or None."""
     if name in configured:
         return None
     known = ", ".join(sorted(configured))
-    return f"names provider {name!r}, which is not configured (configured: {known})"
+    hint = did_you_mean(name, configured)
+    return f"names provider {name!r}, which is not configured{hint} (configured: {known})"
 
 
 def model_reference_problem(reference: str, configured: Collection[str] | None) -> str | None:
@@ -116,10 +130,20 @@ def _check_provider_kind(kind: str, info: ValidationInfo) -> str:
     context = load_context(info)
     if context is not None and context.kinds is not None and kind not in context.kinds:
         known = ", ".join(sorted(context.kinds))
-        raise invalid(f"unknown provider kind {kind!r}; expected one of {known}")
+        hint = did_you_mean(kind, context.kinds)
+        raise invalid(f"unknown provider kind {kind!r}{hint}; expected one of {known}")
     return kind
 
 
+def _check_grant_entry(entry: str) -> str:
+    problem = grant_problem(entry)
+    if problem is not None:
+        raise invalid(problem)
+    return entry
+
+
+GrantEntry = Annotated[str, AfterValidator(_check_grant_entry)]
+"""An entry of ``[mcpl.servers.NAME] grant``: it must cover some MCPL capability."""
 ProviderName = Annotated[str, AfterValidator(_check_provider_name)]
 """A settings field (or table key) naming a ``[providers.NAME]``: checked at load time."""
 ModelReference = Annotated[str, AfterValidator(_check_model_reference)]
@@ -150,6 +174,8 @@ class ModelSettings(Section):
     """Tokens the model takes in, prompt and output together."""
     capabilities: list[str] | None = None
     """E.g. ["vision", "tools"]."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """The most tokens the model writes in one reply: a ceiling on an MCPL `maxTokens`."""
 
 
 class ParticipantNames(Section):
@@ -169,7 +195,7 @@ class ParticipantNames(Section):
 class ProviderSettings(Section):
     kind: ProviderKind
     """A provider kind some plugin contributes (`agentcore plugins` lists them)."""
-    base_url: str | None = None
+    base_url: HttpUrl | None = None
     """anthropic and gemini: the root (POST {base_url}/v1/messages; {base_url}/v1beta/models/
     MODEL:streamGenerateContent); openai-family and openai-responses: the API base (…/v1)."""
     api_key_env: str | None = None
@@ -237,17 +263,13 @@ class InferenceSettings(Section):
     honour: a longer one fails the call at once. One limit for every policy that waits."""
 
 
-WEBSOCKET_SCHEMES = ("ws", "wss")
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-
-
 class FleetSettings(Section):
     """``[fleet]``: where the state the policies share lives (holds, limits). `agentcore.fleet`."""
 
     backend: Literal["memory", "redis"] = "memory"
     """``memory``: this process only (the embedded default); ``redis``: every replica that
     names the same Redis and `key_prefix` shares one hold and one limit."""
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: RedisUrl = "redis://127.0.0.1:6379/0"
     """redis-py's URL form (``redis://[[user]:password@]host:port/db``, ``rediss://``,
     ``unix://``); a password in it is masked wherever the URL is shown."""
     on_store_error: Literal["closed", "open"] = "closed"
@@ -258,25 +280,17 @@ class FleetSettings(Section):
     timeout_s: float = Field(default=1.0, gt=0)
     """How long one Redis command may take before the store counts as unreachable."""
 
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_url(cls, url: str) -> str:
-        scheme = urllib.parse.urlsplit(url).scheme.lower()
-        if scheme not in REDIS_SCHEMES:
-            said = f"the scheme {scheme!r}" if scheme else "no scheme"
-            raise invalid(f"has {said}; expected redis://, rediss:// or unix://")
-        return url
 
-
-class McplServerSettings(Section):
-    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`)."""
+class McplServerSettings(Section, ServerLimitSettings):
+    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`), and
+    its own bounds (`agentcore.mcpl.limits`; unset: ``[mcpl]``'s)."""
 
     command: list[str] | None = Field(default=None, min_length=1)
-    url: str | None = None
+    url: WebSocketUrl | None = None
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
     """Where a stdio server starts: by default the settings file's folder."""
-    grant: list[str] = Field(default_factory=list)
+    grant: list[GrantEntry] = Field(default_factory=list)
     disabled_feature_sets: list[str] = Field(default_factory=list)
     reconnect: bool = False
     max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
@@ -284,19 +298,6 @@ class McplServerSettings(Section):
     request_deadline_s: float | None = Field(default=None, gt=0, le=MAX_REQUEST_DEADLINE_S)
     """How long a request this server sends may take before the host stops working on it
     and answers it -32603; unset: ``[mcpl] request_deadline_s``."""
-
-    @field_validator("url")
-    @classmethod
-    def _websocket_url(cls, url: str) -> str:
-        scheme = urllib.parse.urlsplit(url).scheme.lower()
-        if scheme not in WEBSOCKET_SCHEMES:
-            # The URL itself is not repeated: it may hold credentials.
-            said = f"the scheme {scheme!r}" if scheme else "no scheme"
-            raise invalid(
-                f"has {said}; an MCPL server is reached over ws:// or wss:// "
-                "(or set command for stdio)"
-            )
-        return url
 
     @model_validator(mode="after")
     def _one_transport(self, info: ValidationInfo) -> Self:
@@ -310,7 +311,9 @@ class McplServerSettings(Section):
         return self
 
 
-class McplSettings(Section):
+class McplSettings(Section, McplLimitSettings):
+    """``[mcpl]``: the servers, and the bounds each is held to unless it sets its own."""
+
     servers: dict[str, McplServerSettings] = Field(default_factory=dict)
     request_deadline_s: float = Field(
         default=DEFAULT_REQUEST_DEADLINE_S, gt=0, le=MAX_REQUEST_DEADLINE_S
@@ -351,33 +354,6 @@ class Settings(Section):
         return node
 
 
-class SettingsError(Exception):
-    """Settings that cannot be used; each problem names where it came from and what was expected."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("invalid settings:\n" + "\n".join(f"  {p}" for p in problems))
-        self.problems = problems
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """The file's values; any way it cannot be read is a `SettingsError` naming it."""
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise SettingsError([f"{path}: no such settings file"]) from None
-    except IsADirectoryError:
-        raise SettingsError([f"{path}: is a directory, not a settings file"]) from None
-    except OSError as exc:
-        raise SettingsError([f"{path}: cannot be read: {exc.strerror or exc}"]) from None
-    except UnicodeDecodeError as exc:
-        raise SettingsError(
-            [f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"]
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError([f"{path}: not valid TOML: {exc}"]) from None
-
-
 def settings_path(explicit: str | Path | None, environ: Mapping[str, str]) -> Path | None:
     """`--settings PATH` wins over `AGENTCORE_SETTINGS`; neither means defaults only."""
     value = explicit if explicit is not None else environ.get(SETTINGS_ENV)
@@ -396,21 +372,6 @@ def _env_values(settings_cls: type[BaseModel], environ: Mapping[str, str]) -> di
     return source()
 
 
-def _warn_unknown_sections(root: type[BaseModel], environ: Mapping[str, str]) -> None:
-    """Each `AGENTCORE_*` variable that no section of `root` (plugin sections grafted on)
-    reads, so a misspelt override is not silently ignored."""
-    sections = {name.lower() for name in root.model_fields}
-    for key in environ:
-        if key.upper().startswith(ENV_PREFIX) and key.upper() not in _RESERVED_ENV:
-            section = key[len(ENV_PREFIX) :].split("__", 1)[0].lower()
-            if section not in sections:
-                logger.warning(
-                    "environment variable {} names no settings section ({}); it is ignored",
-                    key,
-                    ", ".join(sorted(sections)),
-                )
-
-
 def early_plugin_settings(
     file_values: Mapping[str, Any], environ: Mapping[str, str]
 ) -> PluginsSettings:
@@ -425,10 +386,12 @@ def early_plugin_settings(
         env = None
     if isinstance(env, Mapping):
         values.update(env)
-    try:
-        return PluginsSettings.model_validate(values)
-    except ValidationError:
-        return PluginsSettings()
+    for attempt in (values, {"disabled": values.get("disabled", [])}):
+        try:  # a bad `strict` does not lose `disabled`: a blocked plugin is never imported
+            return PluginsSettings.model_validate(attempt)
+        except ValidationError:
+            continue
+    return PluginsSettings()
 
 
 def _graft(base: type[BaseModel], sections: Mapping[str, type[BaseModel] | None]) -> type[Any]:
@@ -514,7 +477,10 @@ def load_settings(
     for source in (file_values, env_values):
         for secret in settings_secrets(source, environ):
             register_secret(secret)
-    _warn_unknown_sections(root, environ)
+    # A misspelt override is an error, as the same section in the file is.
+    ignored = _RESERVED_ENV | referenced_variables(file_values, env_values)
+    known = {name.lower() for name in root.model_fields}
+    problems = list(unknown_env_sections(environ, known, ignored))
     folder = None if path is None else path.absolute().parent
     from_file = file_values if folder is None else _anchored(file_values, root, folder)
     values = _merged(from_file, env_values)
@@ -523,12 +489,15 @@ def load_settings(
     try:
         settings = root.model_validate(values, context=context)
     except ValidationError as exc:
-        problems = _describe(exc, path, root, file_values, env_values, kinds)
-        raise SettingsError(list(problems)) from None
+        problems += _describe(exc, path, root, file_values, env_values, kinds)
+    if problems:
+        raise SettingsError(problems) from None
     for secret in _declared_secrets(settings):
         register_secret(secret)
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
+    for warning in missing_keys(settings.providers, environ):
+        logger.warning(warning)
     return LoadedSettings(settings, path, file_values, env_values, known_kinds)
 
 
@@ -614,11 +583,16 @@ def _describe(
             yield f"{where}: {key}: {error['msg']}"
         elif kind == "extra_forbidden":
             allowed = _keys_at(root, loc[:-1])
+            hint = did_you_mean(str(loc[-1]), allowed)
             expected = f" (expected one of: {', '.join(allowed)})" if allowed else ""
-            yield f"{where}: {key}: unknown key{expected}"
+            yield f"{where}: {key}: unknown key{hint}{expected}"
         elif kind == "missing":
             expected = _expected(root, loc, kinds)
             yield f"{where}: {key}: required value missing (expected {expected})"
+        elif kind == "literal_error" and isinstance(error.get("input"), str):
+            allowed = [str(a) for a in get_args(_annotation_at(root, loc))]
+            hint = did_you_mean(error["input"], allowed)
+            yield f"{where}: {key}: {error['msg']} (got {error['input']!r}){hint}"
         else:
             yield f"{where}: {key}: {error['msg']} (got {error.get('input')!r})"
 

@@ -20,6 +20,9 @@ its fault, which says what the provider plays on each attempt and what the answe
 the server leaving and coming back (its in-flight requests are abandoned), bursts over the
 rate limit, garbage frames between requests. Host-side: a SIGHUP that disables a feature
 set on one server and another that enables it again, and Redis stopped and started once.
+Beside them, during the first round, the hostile mix (`hostile`): servers that flood the
+host with 3 MB `eventId`s, ask for 10**30 tokens or a temperature of -7, and send
+requests whose answers they never read, each held to its bound with an error naming it.
 
 The run is cut into rounds; after each, when everything is drained, the serve process's
 file descriptors (``/proc/PID/fd``, sockets told apart by their peer), asyncio tasks and
@@ -32,7 +35,7 @@ Exit status 0 only when everything held; a failure prints the seed and the reque
 went wrong, and the same seed plays the same plans.
 
     .venv/bin/python bench/soak.py [--requests 10000] [--seed 1] [--stdio 3] [--ws 3]
-        [--rounds 5] [--window 12] [--no-redis] [--keep]
+        [--rounds 5] [--window 12] [--no-redis] [--flood 40] [--no-hostile] [--keep]
 
 It needs every default plugin installed (``make install``: the rate limit's section is
 refused otherwise) and ``redis-server`` (unless ``--no-redis``).
@@ -76,6 +79,7 @@ from e2e_support import (  # noqa: E402
     WsHub,
     rewrite_settings,
 )
+from hostile import Hostile  # noqa: E402
 
 from agentcore.testing import API_KEY_ENV, Call, LoopbackServer, Scenario  # noqa: E402
 from agentcore.testing.redis import RedisServer, free_port  # noqa: E402
@@ -437,11 +441,13 @@ class Provider:
         self.plans = plans
         self.calls: dict[int, list[Call]] = defaultdict(list)
         self.server = LoopbackServer(choose=self.choose)
+        self.hostile: Hostile | None = None
 
     def choose(self, call: Call) -> Scenario | None:
-        found = MARKER.search(json.dumps(call.body))
-        if found is None:
-            return None  # answered 400 "nothing scripted": the request's check fails
+        body = json.dumps(call.body)
+        found = MARKER.search(body)
+        if found is None:  # a hostile server's call, else 400 "nothing scripted"
+            return self.hostile.scenario(body) if self.hostile is not None else None
         n = int(found.group(1))
         scenarios = self.plans[n].scenarios
         attempts = self.calls[n]
@@ -821,6 +827,10 @@ class Config:
     redis: RedisServer | None = None
     """A running Redis to use (and restart once); None: the run starts its own."""
     use_redis: bool = True
+    hostile: bool = True
+    """The hostile mix (`hostile`) beside the normal servers."""
+    flood: int = 40
+    """Its 3 MB `eventId`s."""
     keep: bool = False
     """Keep the work folder (settings, traces, serve's output) even when everything held."""
 
@@ -897,6 +907,8 @@ class Soak:
         self.load_s = 0.0
         self.process: asyncio.subprocess.Process | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="agentcore-soak-"))
+        self.hostile = Hostile(self.workdir, config.flood) if config.hostile else None
+        self.provider.hostile = self.hostile
         self.settings_path = self.workdir / "agentcore.toml"
         self.traces = Traces(self.workdir / "traces.jsonl")
         self.console_port = free_port()
@@ -943,6 +955,8 @@ class Soak:
         for tag, hub in self.hubs.items():
             servers[tag] = hub.config(tag, reconnect=True)
             self.drivers[tag] = Driver(tag, hub, self)
+        if self.hostile is not None:
+            servers.update(self.hostile.servers())
         self.settings_path.write_text(
             settings(
                 self.provider.server,
@@ -1033,7 +1047,11 @@ class Soak:
         restart = asyncio.create_task(self.restart_redis_midway())
         try:
             for r in range(rounds):
+                if r == 0 and self.hostile is not None:
+                    self.hostile.start()
                 self.load_s += await self.run_round(self.plans[r * size : (r + 1) * size])
+                if r == 0 and self.hostile is not None:
+                    await self.hostile.wait_done()
                 gc.freeze()
                 self.samples.append(await self.sample(f"round {r + 1}"))
         finally:
@@ -1183,6 +1201,9 @@ class Report:
         self._check_host()
         self._check_resources()
         self._check_secrets()
+        if self.soak.hostile is not None:
+            for problem in self.soak.hostile.check(self.soak.traces.path):
+                self.fail(problem)
 
     def _check_garbage(self, indexes: dict[int, Index]) -> None:
         self.garbage = 0
@@ -1290,6 +1311,8 @@ class Report:
             f"bursts to {BURST_PROVIDER}: at most {self.most_at_once} calls at once "
             f"(limit {BURST_LIMIT})"
         )
+        if soak.hostile is not None:
+            out.append(soak.hostile.describe())
         out.append(
             f"host side: {soak.sighups} SIGHUP policy changes, "
             f"{soak.redis_restarts} Redis restarts, serve exit status {soak.exit_code}"
@@ -1362,6 +1385,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--window", type=int, default=12)
     parser.add_argument("--no-redis", action="store_true", help='[fleet] backend = "memory"')
+    parser.add_argument("--flood", type=int, default=40, help="3 MB eventIds from h-flood")
+    parser.add_argument("--no-hostile", action="store_true", help="no hostile servers")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
     config = Config(
@@ -1372,6 +1397,8 @@ def main() -> int:
         rounds=args.rounds,
         window=args.window,
         use_redis=not args.no_redis,
+        hostile=not args.no_hostile,
+        flood=args.flood,
         keep=args.keep,
     )
     report = asyncio.run(Soak(config).run())

@@ -14,8 +14,13 @@ and prints what it sees on stderr (the host logs a stdio server's stderr).
    never sees the user's text unless granted ``…observe``. It exits 0 once a turn
    it watched has ended.
 
+From the repository's root, with the echo provider (no key, no network):
+
     agentcore serve --settings examples/echo.toml
-    agentcore infer --settings examples/echo.toml --model echo:echo-1 --conversation c1 "Hi"
+    agentcore infer --settings examples/memory.toml --model echo:echo-1 --conversation c1 "Hi"
+
+`examples/echo.toml` grants only the summary request (1.); `examples/memory.toml` grants
+the host's turns too (2.), so `--conversation` runs a turn this server takes part in.
 """
 
 from __future__ import annotations

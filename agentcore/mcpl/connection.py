@@ -259,6 +259,7 @@ class ServerConnection:
         emit: TraceEmitter | None = None,
         manifest_fetch_interval_s: float = DEFAULT_MANIFEST_FETCH_INTERVAL_S,
         deadline: Deadline | None = None,
+        make_peer: Callable[..., JsonRpcPeer] = JsonRpcPeer,  # the host's: `BoundedPeer`
     ) -> None:
         self._name = name
         self._factory = transport_factory
@@ -270,7 +271,7 @@ class ServerConnection:
         self._timeout = request_timeout_s
         self._host_capabilities = dict(host_capabilities or HOST_MCPL_CAPABILITIES)
         self._emit = emit
-        self._fetch_interval_s = manifest_fetch_interval_s
+        self._fetch_interval_s, self._make_peer = manifest_fetch_interval_s, make_peer
         self._deadline = deadline or Deadline(DEFAULT_REQUEST_DEADLINE_S, "the default")
         self._log = logger.bind(mcpl_server=name)
         self._peer: JsonRpcPeer | None = None
@@ -281,8 +282,7 @@ class ServerConnection:
         self._policy_lock = asyncio.Lock()  # one featureSets/update Request at a time
         self._session_tasks: set[asyncio.Task[Any]] = set()
         self._reset_session_state()
-        self.sessions = 0
-        self._outbox = Outbox(name)
+        self.sessions, self._outbox = 0, Outbox(name)
 
     def _reset_session_state(self) -> None:
         for task in self._session_tasks:
@@ -509,7 +509,7 @@ class ServerConnection:
             transport = await self._factory()
         except Exception as exc:
             raise McplStartError(f"mcpl server {self._name}: could not open: {exc}") from exc
-        peer = JsonRpcPeer(
+        peer = self._make_peer(
             transport, self._on_request, self._on_notification, name=f"mcpl server {self._name}"
         )
         self._peer = peer

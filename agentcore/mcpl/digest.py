@@ -22,14 +22,20 @@ Steps, in the order §17.2 fixes them:
    it defers to, so an integer past 2**53 is written as the double it parses to.
 
 The only other refusals are inputs that are not a manifest at all (not an object) or that
-JCS cannot write (a number beyond the double range).
+JCS cannot write (a number beyond the double range, nesting deeper than it can walk).
+
+`read_json` reads a manifest's bytes as JCS requires its input to be (RFC 8785 §3.1: I-JSON,
+RFC 7493): a member name twice in one object is refused, not digested as whichever copy a
+parser keeps (the digest of the same bytes would then differ between libraries).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -77,6 +83,37 @@ class DigestRefused(ValueError):
         self.detail = detail
 
 
+class NotJson(ValueError):
+    """Bytes `read_json` refuses, its message saying why."""
+
+
+def read_json(data: bytes) -> object:
+    """The JSON value of `data` (UTF-8), or `NotJson` saying what is wrong: not JSON, NaN or
+    Infinity, a duplicate member name (I-JSON, RFC 7493 §2.3), a number too long to read,
+    or nesting too deep to read."""
+    try:
+        return json.loads(data, parse_constant=_no_constant, object_pairs_hook=_unique_members)
+    except RecursionError:
+        raise NotJson("it is nested too deeply to read") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, NotJson) as exc:
+        raise NotJson(str(exc)) from None
+    except ValueError:  # Python's int limit, whose own message names interpreter settings
+        raise NotJson(f"a number has more than {sys.get_int_max_str_digits()} digits") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise NotJson(f"{name} is not JSON")
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in members:
+            raise NotJson(f"the member {key!r} appears twice in one object (I-JSON, RFC 7493)")
+        members[key] = value
+    return members
+
+
 def manifest_digest(manifest: object) -> str:
     """The §17.2 revision of `manifest` (an `experimental.mcpl` object): ``sha256:...``.
 
@@ -92,9 +129,10 @@ def canonical_json(manifest: object) -> str:
     if not isinstance(manifest, dict):
         raise DigestRefused("manifest_not_object", f"the manifest is {_kind(manifest)}")
     stripped = {key: value for key, value in manifest.items() if key != "revision"}
-    normalized = _normalize(stripped, ())
     try:
-        return rfc8785.dumps(normalized).decode("utf-8")
+        return rfc8785.dumps(_normalize(stripped, ())).decode("utf-8")
+    except RecursionError:
+        raise DigestRefused("nesting_too_deep", "the manifest is nested too deeply") from None
     except rfc8785.FloatDomainError as exc:  # NaN or infinity: not JSON
         raise DigestRefused("number_out_of_range", str(exc)) from None
     except rfc8785.CanonicalizationError as exc:  # a lone surrogate from a "\\ud800" escape
@@ -180,4 +218,11 @@ def _kind(value: object) -> str:
     return names.get(type(value), "a number" if isinstance(value, int | float) else "not JSON")
 
 
-__all__ = ["DigestRefused", "canonical_json", "manifest_digest", "set_order"]
+__all__ = [
+    "DigestRefused",
+    "NotJson",
+    "canonical_json",
+    "manifest_digest",
+    "read_json",
+    "set_order",
+]

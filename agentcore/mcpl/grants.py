@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentcore.settings_checks import did_you_mean
+
 # §6.2 / Appendix B.2: the only valid `uses` values, and the known leaves that
 # `true` expands to in an advertisement.
 VOCABULARY: tuple[str, ...] = (
@@ -97,6 +99,34 @@ def _granted(grant: frozenset[str], capability: str) -> bool:
     """`is_granted` for a connection's grant (a frozenset, its hash kept by Python), cached:
     a host turn asks every server's grant the same few questions."""
     return any(matches(entry, capability) for entry in grant)
+
+
+def grant_problem(entry: str) -> str | None:
+    """Why a configured grant entry can never grant anything, or None: a typo
+    (``inferenceRequests``, ``modelinfo``), a malformed path, or a bare parent (§5.4: it
+    grants nothing beneath it). The entry must cover some path of the vocabulary (§6.2):
+    a capability this host does not know, it has no method for either."""
+    if _segments(entry) is None:
+        return f"{entry!r} is not a capability path (dot-separated names, none empty)"
+    if any(matches(entry, leaf) for leaf in VOCABULARY):
+        return None
+    beneath = sorted(leaf for leaf in VOCABULARY if any(matches(entry, n) for n in _nodes(leaf)))
+    if beneath:
+        return (
+            f"{entry!r} grants nothing: it covers only paths above the capabilities (MCPL "
+            f"§5.4: a parent grants nothing beneath it, and * is one segment); name them: "
+            + ", ".join(beneath)
+        )
+    hint = did_you_mean(entry, VOCABULARY)
+    if hint:
+        return f"{entry!r} is not an MCPL capability{hint}"
+    return f"{entry!r} is not an MCPL capability; the capabilities are {', '.join(VOCABULARY)}"
+
+
+def _nodes(leaf: str) -> list[str]:
+    """The interior paths above a vocabulary leaf (``a.b.c``: ``a``, ``a.b``)."""
+    parts = leaf.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts))]
 
 
 def _valid_key(key: object) -> bool:
@@ -246,6 +276,7 @@ __all__ = [
     "derive_feature_sets",
     "effective_grant",
     "flatten_capabilities",
+    "grant_problem",
     "is_granted",
     "matches",
 ]

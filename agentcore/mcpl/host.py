@@ -27,16 +27,19 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from loguru import logger
 
 from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
+from agentcore.mcpl.bounded import BoundedPeer
 from agentcore.mcpl.compat import OFF_STATES, STATE_REASONS
 from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
 from agentcore.mcpl.deadline import Deadline
+from agentcore.mcpl.limits import Limits
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
 from agentcore.mcpl.push import PushEvents
 from agentcore.mcpl.transports import (
@@ -86,6 +89,7 @@ class McplHost:
         self.connections: dict[str, ServerConnection] = {}
         self._configs: dict[str, McplServerSettings] = {}
         self._push: dict[str, PushEvents] = {}
+        self._limits: dict[str, Limits] = {}  # each server's bounds (`agentcore.mcpl.limits`)
         self._reload_lock = asyncio.Lock()
         self._membership = asyncio.Event()  # set whenever `connections` changes
         self._watchers: set[asyncio.Future[None]] = set()
@@ -100,6 +104,7 @@ class McplHost:
         return [connections[n] for n in self._configs if n in connections]
 
     async def handle(self, request: McplRequest) -> Any:
+        request.max_tokens = self._limits_of(request.server.name).max_tokens
         try:
             if request.method == "push/event":
                 return await self._push_events(request.server.name).answer(request)
@@ -111,7 +116,21 @@ class McplHost:
         events = self._push.get(server)
         if events is None:
             events = self._push[server] = PushEvents(self.kernel.hooks.push_event)
+        events.limits = self._limits_of(server)  # a restart may have changed them
         return events
+
+    def _limits_of(self, server: str) -> Limits:
+        limits = self._limits.get(server)
+        if limits is None:
+            config = self._configs.get(server)
+            limits = self._limits[server] = self.kernel.settings.mcpl.limits(config)
+        return limits
+
+    def _report_limit(self, server: str) -> Callable[..., None]:
+        def report(**fields: Any) -> None:
+            self.kernel.emit_now("mcpl:limit", serverId=server, **fields)
+
+        return report
 
     async def start(self) -> None:
         """Open every server, all at once; one that cannot start is logged and left out.
@@ -125,6 +144,7 @@ class McplHost:
                 group.create_task(self._start_one(name, config), name=f"mcpl-start:{name}")
 
     async def _start_one(self, name: str, config: McplServerSettings) -> None:
+        limits = self._limits[name] = self.kernel.settings.mcpl.limits(config)
         connection = ServerConnection(
             name,
             transport_factory(name, config),
@@ -135,6 +155,7 @@ class McplHost:
             host_capabilities=self.capabilities,
             emit=self.kernel.emit,
             deadline=self._deadline(name, config),
+            make_peer=partial(BoundedPeer, limits=limits, report=self._report_limit(name)),
         )
         try:
             await connection.start()

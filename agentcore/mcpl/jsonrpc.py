@@ -135,7 +135,10 @@ def error_object(exc: BaseException) -> dict[str, Any]:
     """
     if isinstance(exc, McplError):
         return exc.to_wire()
-    logger.opt(exception=exc).error("request handler failed: {}", exc)
+    if isinstance(exc, ConnectionClosed):  # the connection went from under it: no bug
+        logger.warning("request handler stopped: {}", exc)
+    else:
+        logger.opt(exception=exc).error("request handler failed: {}", exc)
     return {"code": INTERNAL_ERROR, "message": str(exc) or type(exc).__name__}
 
 

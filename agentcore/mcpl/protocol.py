@@ -78,6 +78,10 @@ class McplRequest:
     deadline: float | None = None
     """When (the event loop's clock) the host stops working on it and answers it -32603
     (`agentcore.mcpl.deadline`); a handler cancelled at that time was cut by it."""
+    max_tokens: int | None = None
+    """The host's ceiling on the output tokens this request may ask for (``[mcpl.servers.NAME]
+    max_tokens``, else ``[mcpl]``'s; None: none known). A plugin answering an
+    `inference/request` refuses a larger `maxTokens` and keeps its own default under it."""
 
 
 @dataclass(frozen=True, slots=True)

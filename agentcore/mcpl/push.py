@@ -7,6 +7,11 @@ gets the first answer again without asking the plugins twice (§9.4; a duplicate
 arrives while the first is still being decided waits for it), and the answer is always
 one (§6.6: never silence): the first plugin's `PushAnswer`, or `accepted: false` with a
 reason when no plugin answers.
+
+The server is untrusted (§13.1), so what it can make the host remember is bounded
+(`agentcore.mcpl.limits`): an `eventId` over ``max_event_id_bytes`` is refused -32602
+naming the limit, and the remembered ids are at most ``push_dedup_max_events`` and
+``push_dedup_max_bytes`` (their UTF-8 bytes); past either the oldest are forgotten first.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agentcore.mcpl.limits import DEFAULT_LIMITS, Limits
 from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -28,8 +34,8 @@ from agentcore.mcpl.protocol import (
 
 DEDUP_WINDOW_S = 600.0
 """How long an `eventId`'s answer is remembered (§9.4: servers retry with stable ids)."""
-DEDUP_MAX_EVENTS = 10_000
-"""At most this many answers are remembered per server; the oldest go first."""
+DEDUP_MAX_EVENTS = DEFAULT_LIMITS.push_dedup_max_events
+"""At most this many answers are remembered per server by default; the oldest go first."""
 NO_PLUGIN_REASON = "no plugin on this host acts on push events"
 
 PushDecider = Callable[[PushEvent], Awaitable[Any]]
@@ -41,12 +47,20 @@ def _invalid(field: str, expected: str) -> McplError:
     )
 
 
-def read_event(request: McplRequest) -> PushEvent:
-    """The §9.2 fields of a `push/event`; McplError -32602 naming the first one that is wrong."""
+def read_event(request: McplRequest, max_id_bytes: int | None = None) -> PushEvent:
+    """The §9.2 fields of a `push/event`; McplError -32602 naming the first one that is wrong
+    (an `eventId` over `max_id_bytes` UTF-8 bytes included)."""
     params = request.params
     event_id = params.get("eventId")
     if not isinstance(event_id, str) or not event_id:
         raise _invalid("eventId", "a non-empty string")
+    if max_id_bytes is not None and (size := _utf8_size(event_id, max_id_bytes)) > max_id_bytes:
+        raise McplError(
+            INVALID_PARAMS,
+            f"Invalid params: push/event eventId is {size} bytes, over this host's limit of "
+            f"{max_id_bytes} (max_event_id_bytes)",
+            {"param": "eventId", "maxBytes": max_id_bytes},
+        )
     timestamp = params.get("timestamp")
     if not isinstance(timestamp, str) or not timestamp:
         raise _invalid("timestamp", "an ISO 8601 string")
@@ -72,6 +86,14 @@ def read_event(request: McplRequest) -> PushEvent:
     )
 
 
+def _utf8_size(text: str, limit: int | None = None) -> int:
+    """`text`'s length in UTF-8 bytes; an ASCII one, or one whose characters alone pass
+    `limit`, without encoding it."""
+    if text.isascii() or (limit is not None and len(text) > limit):
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _wire(answer: object) -> dict[str, Any]:
     if answer is None:
         return PushAnswer(accepted=False, reason=NO_PLUGIN_REASON).to_wire()
@@ -92,16 +114,23 @@ class PushEvents:
         decide: PushDecider,
         *,
         window_s: float = DEDUP_WINDOW_S,
-        max_events: int = DEDUP_MAX_EVENTS,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._decide = decide
         self._window_s = window_s
-        self._max_events = max_events
+        self.limits = limits
+        """The server's bounds in force (its dedup sizes, its `eventId` length)."""
         # eventId -> (when first seen, its answer: a result, or the McplError it got)
         self._seen: OrderedDict[str, tuple[float, asyncio.Future[dict[str, Any]]]] = OrderedDict()
+        self._seen_bytes = 0  # the remembered eventIds' UTF-8 bytes
+
+    @property
+    def remembered(self) -> tuple[int, int]:
+        """How many eventIds are remembered, and their UTF-8 bytes."""
+        return len(self._seen), self._seen_bytes
 
     async def answer(self, request: McplRequest) -> dict[str, Any]:
-        event = read_event(request)
+        event = read_event(request, self.limits.max_event_id_bytes)
         self._forget_old()
         while (seen := self._seen.get(event.event_id)) is not None:
             try:
@@ -112,7 +141,7 @@ class PushEvents:
                     raise
                 # The first one was given up undecided; this one decides instead.
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._seen[event.event_id] = (time.monotonic(), future)
+        self._remember(event.event_id, future)
         try:
             result = _wire(await self._decide(event))
         except McplError as exc:
@@ -121,19 +150,38 @@ class PushEvents:
             raise
         except BaseException:
             # Cancelled or a bug: nothing was decided, so a retry asks again.
-            del self._seen[event.event_id]
+            if (seen := self._seen.get(event.event_id)) is not None and seen[1] is future:
+                self._forget(event.event_id)
             future.cancel()
             raise
         future.set_result(result)
         return result
 
+    def _remember(self, event_id: str, future: asyncio.Future[dict[str, Any]]) -> None:
+        if event_id in self._seen:
+            self._forget(event_id)
+        self._seen[event_id] = (time.monotonic(), future)
+        self._seen_bytes += _utf8_size(event_id)
+        self._trim()
+
+    def _forget(self, event_id: str) -> None:
+        del self._seen[event_id]
+        self._seen_bytes -= _utf8_size(event_id)
+
     def _forget_old(self) -> None:
+        """Forget what the window has passed, then what the bounds do not hold (room is
+        kept for the event about to be remembered)."""
         horizon = time.monotonic() - self._window_s
-        while self._seen:
-            first_seen, _ = next(iter(self._seen.values()))
-            if first_seen >= horizon and len(self._seen) < self._max_events:
-                return
-            self._seen.popitem(last=False)
+        while self._seen and next(iter(self._seen.values()))[0] < horizon:
+            self._forget(next(iter(self._seen)))
+        while self._seen and len(self._seen) >= self.limits.push_dedup_max_events:
+            self._forget(next(iter(self._seen)))
+
+    def _trim(self) -> None:
+        """The oldest go first until the remembered ids fit `push_dedup_max_bytes` (the
+        newest is kept: its length is bounded by `max_event_id_bytes`)."""
+        while len(self._seen) > 1 and self._seen_bytes > self.limits.push_dedup_max_bytes:
+            self._forget(next(iter(self._seen)))
 
 
 __all__ = ["DEDUP_MAX_EVENTS", "DEDUP_WINDOW_S", "NO_PLUGIN_REASON", "PushEvents", "read_event"]

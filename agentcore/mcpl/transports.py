@@ -29,6 +29,7 @@ DEFAULT_HEARTBEAT_S = 20.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 READ_CHUNK_BYTES = 64 * 1024
 STDERR_LINE_MAX = 8 * 1024  # longer child stderr lines are logged truncated
+UNREAD_GRACE_S = 1.0  # at close: how long a child may take to read what it was sent
 
 TransportFactory = Callable[[], Awaitable[Transport]]
 
@@ -188,6 +189,11 @@ class StdioTransport:
         self._flush()
         await self._stdin.drain()
 
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes sent that the child has not read: ours, and the pipe transport's buffer."""
+        return self._pending_bytes + self._stdin.transport.get_write_buffer_size()
+
     def send_nowait(self, text: str) -> bool:
         """`send` when it need not wait: True once queued; False (nothing queued) when the
         buffers are past the high-water mark, and then `send` must be awaited."""
@@ -240,18 +246,46 @@ class StdioTransport:
             if self._closed:
                 return
             self._closed = True
-            # Frames already sent (the in-flight answers above all) are written
-            # first; the pipe transport writes out its buffer before it closes.
+            # Frames already sent (the in-flight answers above all) are written first.
+            # A child that does not take them within a moment is not reading its stdin:
+            # it would never see the EOF the grace waits for, so what it left unread is
+            # dropped and SIGTERM comes at once.
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 self._flush()
-                self._stdin.close()
-            await self._stop_process()
+            stalled = not await self._drains_within(UNREAD_GRACE_S)
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                if stalled:
+                    logger.warning(
+                        "mcpl server {}: not reading its stdin ({} bytes unread after {}s); "
+                        "dropping them and sending SIGTERM",
+                        self.name,
+                        self._stdin.transport.get_write_buffer_size(),
+                        UNREAD_GRACE_S,
+                    )
+                    self._stdin.transport.abort()
+                else:
+                    self._stdin.close()
+            await self._stop_process(None if stalled else self.shutdown_grace_s)
             if self._stderr_task is not None:
                 # The pipe closes with the process; a grandchild holding it
                 # open must not hold up shutdown.
                 done, _ = await asyncio.wait({self._stderr_task}, timeout=1.0)
                 if not done:
                     self._stderr_task.cancel()
+
+    async def _drains_within(self, seconds: float) -> bool:
+        """Whether the child reads everything written to it within `seconds`."""
+        pipe = self._stdin.transport
+        if pipe.is_closing() or not pipe.get_write_buffer_size():
+            return True
+        pipe.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
+        try:
+            await asyncio.wait_for(self._stdin.drain(), seconds)
+        except TimeoutError:
+            return False
+        except (ConnectionError, OSError, RuntimeError):
+            pass  # gone: nothing is left to wait for
+        return True
 
     def _signal(self, sig: signal.Signals) -> None:
         if self.process.returncode is not None:
@@ -262,14 +296,16 @@ class StdioTransport:
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(sig)
 
-    async def _stop_process(self) -> None:
-        """Stdin is closed: wait for the exit, then SIGTERM, then SIGKILL (MCP's stdio shutdown)."""
-        if not await self._exits_within(self.shutdown_grace_s):
-            logger.warning(
-                "mcpl server {}: still running {}s after its stdin closed; sending SIGTERM",
-                self.name,
-                self.shutdown_grace_s,
-            )
+    async def _stop_process(self, grace_s: float | None) -> None:
+        """Stdin is closed: wait for the exit (None: not at all), then SIGTERM, then SIGKILL
+        (MCP's stdio shutdown)."""
+        if grace_s is None or not await self._exits_within(grace_s):
+            if grace_s is not None:
+                logger.warning(
+                    "mcpl server {}: still running {}s after its stdin closed; sending SIGTERM",
+                    self.name,
+                    grace_s,
+                )
             self._signal(signal.SIGTERM)
             if not await self._exits_within(self.term_grace_s):
                 logger.warning(

@@ -481,7 +481,9 @@ def test_demo_runs_by_itself_and_exits_zero() -> None:
     assert "lifecycle: started" in done.stderr
     assert "lifecycle: completed" in done.stderr
     # How to watch a host live: the console, and where to open it.
-    assert "agentcore serve --settings deploy.toml --console 127.0.0.1:8765" in done.stdout
+    suggested = "agentcore serve --settings examples/memory.toml --console 127.0.0.1:8765"
+    assert suggested in done.stdout
+    assert Path(__file__).parents[2].joinpath("examples", "memory.toml").is_file()
     assert "http://127.0.0.1:8765/" in done.stdout
 
 

@@ -66,3 +66,34 @@ def test_input_that_is_not_a_manifest_exits_1_saying_why(stdin: bytes, said: str
     assert done.returncode == 1
     assert done.stdout == b""
     assert said in done.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("stdin", "said"),
+    [
+        (b"[" * 100_000, "the input is not JSON: it is nested too deeply to read"),
+        (b'{"a":' + b"[" * 900 + b"]" * 900 + b"}", "nesting_too_deep"),
+        (
+            b'{"version": "0.5", "pushEvents": true, "pushEvents": false}',
+            "the member 'pushEvents' appears twice in one object",
+        ),
+        (
+            b'{"featureSets": {"a": {"uses": ["tools"]}, "a": {"uses": []}}}',
+            "the member 'a' appears twice in one object",
+        ),
+        (b'{"n": ' + b"1" * 5000 + b"}", "a number has more than 4300 digits"),
+    ],
+    ids=["deep-array", "deep-manifest", "duplicate-capability", "duplicate-set", "long-number"],
+)
+def test_input_a_digest_cannot_be_trusted_on_exits_1_with_the_reason(
+    stdin: bytes, said: str
+) -> None:
+    """Nesting too deep is no RecursionError traceback, and a duplicate member name is refused
+    rather than digested as whichever copy the parser kept (JCS takes I-JSON, RFC 8785 §3.1)."""
+    done = digest(stdin=stdin)
+    assert done.returncode == 1
+    assert done.stdout == b""
+    stderr = done.stderr.decode()
+    assert said in stderr
+    assert "Traceback" not in stderr
+    assert len(stderr.splitlines()) == 1

@@ -31,7 +31,8 @@ from agentcore.testing import API_KEY, LoopbackServer, Scenario
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 """Debian's Chromium (``make test`` installs it when missing); ``CHROMIUM=PATH`` names another."""
 TOKEN = "console-e2e-token-4242"
-SCREENSHOT_DIR_ENV = "AGENTCORE_SCREENSHOT_DIR"
+SCREENSHOT_DIR_ENV = "CONSOLE_SCREENSHOT_DIR"
+"""(Not AGENTCORE_*: `agentcore serve` refuses an AGENTCORE_ variable that names no section.)"""
 """Where a copy of the page's screenshot goes (the README's picture comes from here)."""
 PAGE_TIMEOUT_MS = 15_000
 

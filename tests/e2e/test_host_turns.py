@@ -186,8 +186,9 @@ async def test_user_message_only_with_observe_and_model_info_in_the_hook(
 
 
 async def test_no_hook_for_a_server_granted_no_hook_leaf(rig: RigFactory) -> None:
-    # A bare parent grants nothing beneath it (§5.4): this server is not asked.
-    r = await rig({"srv": script(injecting(inj("system", "x")))}, grants={"srv": ["contextHooks"]})
+    # This server is not asked. (A bare parent, `contextHooks`, grants nothing beneath it,
+    # §5.4, and is refused at load: tests/cli/test_settings_errors.py.)
+    r = await rig({"srv": script(injecting(inj("system", "x")))}, grants={"srv": ["modelInfo"]})
     r.provider.script(Scenario.text("ok"))
     await run_turn(r)
     assert r.sessions["srv"].requests("context/beforeInference") == []
@@ -642,6 +643,7 @@ async def test_model_info_from_the_built_in_table(rig: RigFactory) -> None:
         "vendor": "anthropic",
         "contextWindow": 200000,
         "capabilities": ["vision", "tools"],
+        "maxOutputTokens": 64000,
     }
 
 

@@ -75,7 +75,7 @@ def test_disabled_in_settings_is_not_imported(use_dists, tmp_path, load):
 @pytest.mark.parametrize(
     "env",
     [
-        {"AGENTCORE_DISABLE_PLUGINS": "nothing-else, acme-disabled"},
+        {"AGENTCORE_DISABLE_PLUGINS": "jsonl-traces, acme-disabled"},
         {"AGENTCORE_PLUGINS__DISABLED": '["acme-disabled"]'},
     ],
     ids=["AGENTCORE_DISABLE_PLUGINS", "AGENTCORE_PLUGINS__DISABLED"],

@@ -347,13 +347,26 @@ def test_a_key_is_read_from_the_environment_the_settings_came_from(tmp_path, mon
     assert fresh is not None and fresh.get_secret_value() == "sk-from-process"
 
 
-def test_an_environment_variable_naming_no_section_is_reported(log_lines):
-    load_settings(
+def test_an_environment_variable_naming_no_section_is_an_error_as_in_the_file():
+    """As ``[retryy]`` in the file is: a misspelt override is never silently ignored."""
+    (problem,) = problems(
         None,
-        environ={"AGENTCORE_RETRYY__MAX_ATTEMPTS": "6", "AGENTCORE_LOG_LEVEL": "DEBUG"},
+        {"AGENTCORE_RETRYY__MAX_ATTEMPTS": "6", "AGENTCORE_LOG_LEVEL": "DEBUG"},
+        sections={"retry": None},
     )
-    warned = [line for line in log_lines if "names no settings section" in line]
-    assert len(warned) == 1 and "AGENTCORE_RETRYY__MAX_ATTEMPTS" in warned[0]
+    assert problem.startswith(
+        "environment AGENTCORE_RETRYY__MAX_ATTEMPTS: names no settings section "
+        "(did you mean 'retry'?); the sections are "
+    )
+
+
+def test_a_variable_the_settings_name_as_a_source_is_no_override(tmp_path):
+    """``token_env = "AGENTCORE_CONSOLE_TOKEN"`` (the README's example) holds a value."""
+    environ = {"AGENTCORE_CONSOLE_TOKEN": "t" * 20}
+    path = write(tmp_path, '[acme]\ntoken_env = "AGENTCORE_CONSOLE_TOKEN"\n')
+    assert load_settings(path, environ=environ, sections={"acme": None}).env_values == {}
+    (problem,) = problems(None, environ, sections={"acme": None})
+    assert problem.startswith("environment AGENTCORE_CONSOLE_TOKEN: names no settings section")
 
 
 def test_a_default_policys_section_is_accepted_when_its_plugin_is_not_loaded(tmp_path):
@@ -379,16 +392,18 @@ def test_keys_holding_dots_keep_their_source(tmp_path):
     assert leaves['mcpl.servers."mem.v2".grant'] == "default"
 
 
-def test_a_plugin_sections_environment_override_is_applied_without_a_warning(log_lines):
+def test_a_plugin_sections_environment_override_is_applied_without_an_error():
     """Plugin sections are known only after discovery: reading `[plugins]` early must not
-    warn that a plugin section's variable is ignored, since it is then applied."""
+    refuse a plugin section's variable, since it is then applied."""
     acme = Acme()
     kernel = load_with_acme(None, {"AGENTCORE_ACME__ENDPOINT": "http://acme"}, acme)
     assert kernel.settings.section("acme").endpoint == "http://acme"
-    assert not [line for line in log_lines if "names no settings section" in line]
-    load_with_acme(None, {"AGENTCORE_ACME__ENDPOINT": "x", "AGENTCORE_ACMEE__ENDPOINT": "y"})
-    warned = [line for line in log_lines if "names no settings section" in line]
-    assert len(warned) == 1 and "AGENTCORE_ACMEE__ENDPOINT" in warned[0]
+    with pytest.raises(SettingsError) as caught:
+        load_with_acme(None, {"AGENTCORE_ACME__ENDPOINT": "x", "AGENTCORE_ACMEE__ENDPOINT": "y"})
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        "environment AGENTCORE_ACMEE__ENDPOINT: names no settings section (did you mean 'acme'?)"
+    )
 
 
 # -- values that can never work are refused at load time -----------------------------------
@@ -496,7 +511,7 @@ def test_a_field_naming_a_provider_is_checked_against_the_configured_ones(tmp_pa
     assert sorted(caught.value.problems) == sorted(
         [
             f"{path}: mcpl.routed.model: names provider 'locl', which is not configured "
-            + configured,
+            f"(did you mean 'local'?) {configured}",
             f"{path}: mcpl.routed.fallbacks.other: names provider 'gone', which is not "
             f"configured {configured}",
             f"{path}: mcpl.routed.fallbacks.bad: 'no-colon' is not of the form NAME:MODEL",

@@ -329,7 +329,9 @@ def test_built_in_knowledge_of_well_known_models() -> None:
         "vendor": "anthropic",
         "contextWindow": 200000,
         "capabilities": ["vision", "tools"],
+        "maxOutputTokens": 64000,
     }
+    assert describe_model("gpt-4o-2024-08-06").max_output_tokens == 16_384
     # Longest prefix first: a mini is not its big sibling.
     assert known_model("gpt-4o-mini-2024-07-18") is known_model("gpt-4o-mini")
     assert known_model("gpt-4o-mini") is not known_model("gpt-4o")
@@ -342,12 +344,13 @@ def test_built_in_knowledge_of_well_known_models() -> None:
 
 
 def test_settings_win_field_by_field() -> None:
-    configured = ModelSettings(vendor="acme-labs", context_window=1000)
+    configured = ModelSettings(vendor="acme-labs", context_window=1000, max_output_tokens=500)
     assert describe_model("claude-haiku-4-5", configured).to_wire() == {
         "id": "claude-haiku-4-5",
         "vendor": "acme-labs",
         "contextWindow": 1000,
         "capabilities": ["vision", "tools"],  # from the table: the settings left it out
+        "maxOutputTokens": 500,
     }
     assert describe_model("x", ModelSettings(capabilities=[])).to_wire() == {
         "id": "x",

@@ -71,7 +71,7 @@ def test_a_routing_target_naming_no_configured_provider_is_refused_at_load(
         load_routing(tmp_path, routing)
     assert caught.value.problems == [
         f"{tmp_path / 'agentcore.toml'}: mcpl.routing.{key}: names provider 'locl', "
-        "which is not configured (configured: echo, local)"
+        "which is not configured (did you mean 'local'?) (configured: echo, local)"
     ]
 
 

@@ -250,7 +250,7 @@ def test_an_override_for_no_configured_provider_is_refused(load: Load, provider:
     (problem,) = caught.value.problems
     assert problem.endswith(
         "agentcore.toml: retry.providers.fakee: names provider 'fakee', which is not "
-        "configured (configured: echo, fake)"
+        "configured (did you mean 'fake'?) (configured: echo, fake)"
     )
 
 

@@ -52,6 +52,7 @@ from agentcore.inference.outcome import (
     failure_message,
     result_object,
 )
+from agentcore.inference.sampling import sampling_range
 from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -59,6 +60,7 @@ from agentcore.mcpl.protocol import (
     McplError,
     McplRequest,
 )
+from agentcore.model_info import ModelInfo
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.redaction import StreamRedactor
 from agentcore.settings import ModelReference, Section
@@ -78,8 +80,8 @@ class RoutingSettings(Section):
     wildcards: dict[str, ModelReference] = Field(default_factory=dict)
     overrides: dict[str, ModelReference] = Field(default_factory=dict)
     """Keyed by conversationId."""
-    default_max_tokens: int = DEFAULT_MAX_TOKENS
-    """Used when a request's preferences name no maxTokens."""
+    default_max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1)
+    """Used when a request's preferences name no maxTokens (kept under its ceilings)."""
 
 
 def wildcard_matches(pattern: str, name: str) -> bool:
@@ -156,12 +158,15 @@ def _checked_text(text: str, i: int) -> str:
     return text
 
 
-def _preferences(params: dict[str, Any], routing: RoutingSettings) -> tuple[int, float | None]:
+def _preferences(params: dict[str, Any]) -> tuple[int | None, float | None]:
+    """`maxTokens` and `temperature` as given (None: not given), checked for type."""
     prefs = params.get("preferences") or {}
     if not isinstance(prefs, dict):
         raise McplError(INVALID_PARAMS, "params.preferences must be an object")
-    max_tokens = prefs.get("maxTokens", routing.default_max_tokens)
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+    max_tokens = prefs.get("maxTokens")
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
         raise McplError(INVALID_PARAMS, "params.preferences.maxTokens must be a positive integer")
     temperature = prefs.get("temperature")
     if temperature is None:
@@ -176,6 +181,54 @@ def _preferences(params: dict[str, Any], routing: RoutingSettings) -> tuple[int,
     if not math.isfinite(value):
         raise McplError(INVALID_PARAMS, "params.preferences.temperature must be a finite number")
     return max_tokens, value
+
+
+def ceilings(request: McplRequest, model: str, info: ModelInfo) -> list[tuple[int, str]]:
+    """The ceilings on the request's output tokens, each with what sets it: the server's
+    (`McplRequest.max_tokens`) and the routed model's own maximum, where known."""
+    found = []
+    if request.max_tokens is not None:
+        setting = f"[mcpl.servers.{request.server.name}] max_tokens, or [mcpl] max_tokens"
+        found.append((request.max_tokens, f"this host's ceiling for the server ({setting})"))
+    if info.max_output_tokens is not None:
+        found.append((info.max_output_tokens, f"the most {model} writes in one reply"))
+    return found
+
+
+def held_to_bounds(
+    request: McplRequest,
+    preferences: tuple[int | None, float | None],
+    *,
+    model: str,
+    info: ModelInfo,
+    kind: str | None,
+    default_max_tokens: int,
+) -> int:
+    """The request's `maxTokens` (or the default, kept under every ceiling), after -32602
+    for one over a ceiling or a temperature outside the routed provider's range. A
+    ceiling refuses rather than clamps: the server asked for more than it may have, and
+    a quietly shorter reply would read as the model's own choice (§11.3 `max_tokens`)."""
+    max_tokens, temperature = preferences
+    limits = ceilings(request, model, info)
+    if max_tokens is None:
+        max_tokens = min([default_max_tokens, *(ceiling for ceiling, _ in limits)])
+    for ceiling, why in limits:
+        if max_tokens > ceiling:
+            raise McplError(
+                INVALID_PARAMS,
+                f"params.preferences.maxTokens is {max_tokens}, over {ceiling}: {why}",
+                {"param": "preferences.maxTokens", "ceiling": ceiling},
+            )
+    bounds = sampling_range(kind, "temperature") if kind is not None else None
+    if temperature is not None and bounds is not None and temperature not in bounds:
+        raise McplError(
+            INVALID_PARAMS,
+            f"params.preferences.temperature is {temperature:g}, outside {bounds}: the range "
+            f"{model}'s provider ({kind}) takes",
+            {"param": "preferences.temperature", "min": bounds.low}
+            | ({"max": bounds.high} if math.isfinite(bounds.high) else {}),
+        )
+    return max_tokens
 
 
 class McplRouter:
@@ -245,7 +298,7 @@ class McplRouter:
         if not isinstance(stream, bool):
             raise McplError(INVALID_PARAMS, "params.stream must be a boolean")
         messages, system = parse_messages(params.get("messages"))
-        max_tokens, temperature = _preferences(params, self._routing)
+        preferences = _preferences(params)
         trace = {"serverId": request.server.name, "requestId": request.id, "streamed": stream}
         model = route(self._routing, str(feature_set), conversation)
         if model is None:
@@ -256,12 +309,21 @@ class McplRouter:
             # Answered -32603 like a failed inference, so traced like one (SPEC §13.2).
             await self._emit("mcpl:inference_fail", model=None, error=message, **trace)
             raise McplError(INTERNAL_ERROR, message)
+        provider = self._started.providers.get(model.partition(":")[0])
+        max_tokens = held_to_bounds(
+            request,
+            preferences,
+            model=model,
+            info=self._started.model_info(model),
+            kind=provider.kind if provider is not None else None,
+            default_max_tokens=self._routing.default_max_tokens,
+        )
         inference = Request(
             model,
             messages,
             system=system,
             max_tokens=max_tokens,
-            temperature=temperature,
+            temperature=preferences[1],
             metadata={
                 "serverId": request.server.name,
                 "featureSet": feature_set,

@@ -30,8 +30,9 @@ from pydantic import Field
 from agentcore import __version__, hookimpl
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.redaction import redact_log, register_secret
-from agentcore.settings import Section
+from agentcore.settings import HttpUrl, Section
 from agentcore.traces import TraceEvent
+from agentcore.urls import HTTP_SCHEMES, url_problem
 from agentcore_otel.recorder import VENDORS, Recorder
 
 # The SDK is imported where it is used, once an export is on: importing it costs every
@@ -62,7 +63,7 @@ STOP_TIMEOUT_S = 3.0
 class OtelSettings(Section):
     """``[otel]``."""
 
-    endpoint: str | None = None
+    endpoint: HttpUrl | None = None
     """The collector's OTLP base URL (``http://127.0.0.1:4318``; gRPC ``http://HOST:4317``).
     None: the ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variables; none of those either: no export."""
     protocol: Protocol | None = None
@@ -81,6 +82,23 @@ class OtelSettings(Section):
 
 def export_enabled(settings: OtelSettings) -> bool:
     return bool(settings.endpoint) or any(os.environ.get(name) for name in ENDPOINT_ENVS)
+
+
+def endpoint_variable_problem(settings: OtelSettings) -> str | None:
+    """What is wrong with an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variable that stands in for an
+    unset ``[otel] endpoint``, or None: said at start, not as a traceback at the first
+    export. (The gRPC exporter also takes a bare ``HOST:PORT``.)"""
+    if settings.endpoint is not None:
+        return None
+    grpc = (settings.protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")) == "grpc"
+    for name in ENDPOINT_ENVS:
+        value = os.environ.get(name, "").strip()
+        if not value or (grpc and "://" not in value):
+            continue
+        problem = url_problem(value, HTTP_SCHEMES)
+        if problem is not None:
+            return f"{name} (in the environment; [otel] endpoint is unset) {problem}"
+    return None
 
 
 def exporter_headers(settings: OtelSettings) -> list[str]:
@@ -204,6 +222,9 @@ class OtelExport:
         if not injected and not export_enabled(settings):
             logger.debug("otel: no endpoint ([otel] endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)")
             return
+        problem = None if injected else endpoint_variable_problem(settings)
+        if problem is not None:
+            raise ValueError(problem)
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.trace import TracerProvider

@@ -8,8 +8,10 @@ arguments. Hook wrappers are not supported. Each spec states its rule in code,
 docs/architecture.md is checked against it. The kinds:
 
 - *load*: plain functions, called once per plugin as the kernel (or an `McplHost`)
-  is made; an exception fails the plugin, by name.
-- *lifecycle*: awaited in load order at start and stop.
+  is made; an exception fails the plugin, by name (from `agentcore_mcpl_capabilities`
+  it is logged, and that plugin advertises nothing).
+- *lifecycle*: awaited in load order; an exception in `agentcore_start` fails the
+  plugin, by name, one in `agentcore_stop` is logged.
 - *observer* (`on_trace`, `on_wait_start`, `on_wait_end`): never make an inference
   wait. Plain-function observers are called inline (keep them cheap); a plugin with
   any `async def` observer gets all its observer calls, in order, through a backlog

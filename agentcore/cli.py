@@ -28,22 +28,25 @@ from agentcore.inference import (
     InferenceError,
     Message,
     Request,
-    Response,
     Token,
 )
-from agentcore.inference.outcome import aborted_message, completion_problem, result_object
-from agentcore.kernel import Kernel, PluginLoadError
+from agentcore.inference.outcome import aborted_message, result_object
+from agentcore.inference.turns import ending_of
 from agentcore.log import configure_logging
 from agentcore.redaction import StreamRedactor, redact, shown_setting
-from agentcore.settings import SettingsError, dotted, flatten, model_reference_problem
-from agentcore.traces import TraceEvent
+from agentcore.signals import StartupSignals
 
 # rich draws only the status line of `infer` on a terminal: it is imported there, not here,
-# so that every other start (scripts, pipes, `plugins`) does not pay for it.
+# so that every other start (scripts, pipes, `plugins`) does not pay for it. The kernel and
+# the settings (pydantic) are imported where a command loads them: `serve` has its signal
+# handlers in before anything slow.
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.status import Status
     from rich.text import Text
+
+    from agentcore.kernel import Kernel
+    from agentcore.traces import TraceEvent
 
 settings_option = click.option(
     "--settings",
@@ -61,6 +64,9 @@ def say(text: str, *, err: bool = False) -> None:
 
 
 def load_kernel(settings_path: Path | None, **kwargs: Any) -> Kernel:
+    from agentcore.kernel import Kernel, PluginLoadError
+    from agentcore.settings import SettingsError
+
     try:
         return Kernel.load(settings_path, **kwargs)
     except (SettingsError, PluginLoadError) as exc:
@@ -70,8 +76,11 @@ def load_kernel(settings_path: Path | None, **kwargs: Any) -> Kernel:
 
 @click.group()
 @click.version_option(__version__, prog_name="agentcore")
-def main() -> None:
+@click.pass_context
+def main(context: click.Context) -> None:
     """agentcore: the kernel every inference of an LLM host runs through."""
+    if context.invoked_subcommand == "serve":
+        context.obj = StartupSignals.install()  # first: before anything slow (agentcore.signals)
     configure_logging()
 
 
@@ -96,6 +105,8 @@ def plugins(settings_path: Path | None) -> None:
 @settings_option
 def settings_command(settings_path: Path | None) -> None:
     """The effective settings, secrets redacted, and where each value came from."""
+    from agentcore.settings import dotted, flatten
+
     kernel = load_kernel(settings_path, strict=False)
     loaded = kernel.loaded
     for path, value in flatten(loaded.settings.model_dump(mode="json")):
@@ -234,14 +245,16 @@ async def run_host_turn(kernel: Kernel, request: Request, stream: bool, as_json:
 
 
 async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) -> int:
-    response: Response | None = None
+    """Run `request`, print what it gave, and return the exit code, which `ending_of`
+    decides: the rule that tells a host turn's MCPL servers how it ended."""
+    terminal: Complete | Failed | Aborted | None = None
     printed = False
     if not stream:
         try:
-            response = await kernel.complete(request)
+            terminal = Complete(await kernel.complete(request))
         except InferenceError as exc:
             say(f"agentcore: the inference failed: {exc.describe()}", err=True)
-            return 1
+            terminal = Failed(exc)
     else:
         # One redactor for the whole text: a key echoed in two chunks is masked too.
         visible = StreamRedactor()
@@ -253,37 +266,56 @@ async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) 
                     continue
                 if isinstance(event, Complete | Failed | Aborted):
                     printed = write_text(visible.flush()) or printed
-                if isinstance(event, Complete):
-                    response = event.response
-                elif isinstance(event, Failed):
+                    terminal = event
+                if isinstance(event, Failed):
                     printed = end_text_line(printed)
                     say(f"agentcore: the inference failed: {event.error.describe()}", err=True)
                 elif isinstance(event, Aborted):
                     printed = end_text_line(printed)
                     say(f"agentcore: {aborted_message(event)}", err=True)
     end_text_line(printed)
-    if response is None:
+    if terminal is None:
         return 1
-    problem = completion_problem(response, offers="agentcore infer")
-    if problem is not None:
-        say(f"agentcore: {problem}", err=True)
+    ending = ending_of(terminal, tools=bool(request.tools), offers="agentcore infer")
+    if ending.phase != "completed" or not isinstance(terminal, Complete):
+        if isinstance(terminal, Complete) and ending.error is not None:
+            say(f"agentcore: {ending.error.message}", err=True)
         return 1
     if as_json:
-        say(json.dumps(result_object(response)))
+        say(json.dumps(result_object(terminal.response)))
     elif not stream:
-        say(response.text)
+        say(terminal.response.text)
     return 0
+
+
+def utf8(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """`value` as given, refused (exit 2) when it is not valid UTF-8: Python hands on the
+    bytes it could not decode as lone surrogates, which no provider or MCPL server takes."""
+    if value is None:
+        return value
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raw = os.fsencode(value)
+        try:
+            raw.decode()
+            where = ""
+        except UnicodeDecodeError as exc:
+            where = f": byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+        raise click.BadParameter(f"is not valid UTF-8{where}") from None
+    return value
 
 
 @main.command()
 @settings_option
-@click.option("--model", required=True, help="The model reference, NAME:MODEL.")
+@click.option("--model", required=True, callback=utf8, help="The model reference, NAME:MODEL.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option("--stream/--no-stream", default=True, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print only the result object on stdout.")
 @click.option(
     "--conversation",
     default=None,
+    callback=utf8,
     help="Run the inference as one of the host's own turns in this conversation: the "
     "configured MCPL servers take part (context hooks, inference lifecycle).",
 )
@@ -293,7 +325,7 @@ async def _infer(kernel: Kernel, request: Request, stream: bool, as_json: bool) 
     default=None,
     help="The turn's index in the conversation, from 0 (default 0). Needs --conversation.",
 )
-@click.argument("prompt")
+@click.argument("prompt", callback=utf8)
 def infer(
     settings_path: Path | None,
     model: str,
@@ -314,6 +346,9 @@ def infer(
         from rich.console import Console
 
         status["infer-status"] = InferStatus(Console(stderr=True))
+    from agentcore.kernel import PluginLoadError
+    from agentcore.settings import model_reference_problem
+
     kernel = load_kernel(settings_path, plugins=status)
     problem = model_reference_problem(model, kernel.settings.providers)
     if problem is not None:
@@ -349,6 +384,10 @@ CONSOLE_LISTEN_ENV = "AGENTCORE_CONSOLE__LISTEN"
 )
 def serve(settings_path: Path | None, console: str | None) -> None:
     """The host: connect to every configured MCPL server and serve it until signalled."""
+    startup = click.get_current_context().find_object(StartupSignals) or StartupSignals.install()
+    if startup.stopping:  # signalled while starting: nothing is running yet
+        raise SystemExit(0)
+    from agentcore.kernel import PluginLoadError
     from agentcore.mcpl.host import run_host
 
     if console is None:
@@ -363,7 +402,7 @@ def serve(settings_path: Path | None, console: str | None) -> None:
             )
             raise SystemExit(2)
     try:
-        code = asyncio.run(run_host(kernel))
+        code = asyncio.run(run_host(kernel, startup=startup))
     except PluginLoadError as exc:  # a plugin failed to start (a console with no token, say)
         say(f"agentcore: {exc}", err=True)
         code = 2

@@ -512,7 +512,7 @@ class Kernel:
             async with aclosing(self._inference(request, streamed, turn)) as events:
                 async for event in events:
                     if isinstance(event, Complete | Failed | Aborted):
-                        await turn.end(ending_of(event))
+                        await turn.end(ending_of(event, tools=bool(request.tools)))
                     yield event
         except (asyncio.CancelledError, GeneratorExit):
             await turn.end(ending_of_error(cancelled()))

@@ -1,4 +1,11 @@
-"""Logging to stderr with loguru, every line through the redaction boundary.
+"""Logging: silent as a library, to stderr with loguru in the command, every line redacted.
+
+A library configures no logging: importing agentcore disables its loggers (loguru's
+convention for libraries, ``logger.disable("agentcore")``), and the kernel does the same
+for each plugin's module as it loads it, so an application embedding the kernel hears
+nothing from either until it calls `enable_logging` (its own loguru handlers then get
+agentcore's records). The `agentcore` command and the demo call `configure_logging`,
+which enables them and writes them to stderr.
 
 Secrets (API keys, Authorization headers) never reach logs: every record is
 scrubbed by `agentcore.redaction.redact_log` (registered secrets, and
@@ -23,7 +30,36 @@ if TYPE_CHECKING:
 
 LEVEL_ENV = "AGENTCORE_LOG_LEVEL"
 
-__all__ = ["LEVEL_ENV", "REDACTED", "configure_logging", "redact", "register_secret"]
+__all__ = [
+    "LEVEL_ENV",
+    "REDACTED",
+    "configure_logging",
+    "enable_logging",
+    "plugin_module",
+    "redact",
+    "register_secret",
+]
+
+_modules: set[str] = {"agentcore"}
+"""Whose records are agentcore's: its package and every plugin module the kernel loaded."""
+_enabled = False
+
+
+def plugin_module(name: str) -> None:
+    """A plugin's module, about to be imported: its records follow agentcore's, disabled
+    until `enable_logging`."""
+    _modules.add(name)
+    if not _enabled:
+        logger.disable(name)
+
+
+def enable_logging() -> None:
+    """Let agentcore's records (its plugins' too, loaded before or after) reach loguru's
+    handlers; which handlers, at what level, stays the application's choice."""
+    global _enabled
+    _enabled = True
+    for name in _modules:
+        logger.enable(name)
 
 
 def _write(message: Message) -> None:
@@ -33,7 +69,9 @@ def _write(message: Message) -> None:
 
 
 def configure_logging(level: str | None = None) -> None:
-    """Send logs to stderr at `AGENTCORE_LOG_LEVEL` (default INFO), secrets redacted."""
+    """The command's logging: agentcore's records to stderr at `AGENTCORE_LOG_LEVEL`
+    (default INFO), secrets redacted, in place of loguru's default handler."""
+    enable_logging()
     logger.remove()
     logger.add(
         _write,

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 from agentcore.default_plugins import BUILTIN
 from agentcore.inference import PluginError
+from agentcore.log import plugin_module
 from agentcore.settings_checks import did_you_mean
 
 if TYPE_CHECKING:
@@ -225,6 +226,7 @@ def _decide(name: str, claims: list[_Claim], blocked: bool) -> list[PluginRecord
     if blocked:
         record.state = "disabled"
         return records
+    plugin_module(winner.entry_point.module)
     try:
         record.plugin = instantiate(winner.entry_point.load())
     except Exception as exc:

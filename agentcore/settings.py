@@ -154,7 +154,17 @@ ProviderKind = Annotated[str, AfterValidator(_check_provider_kind)]
 
 class TracesSettings(Section):
     jsonl: Path | None = None
-    """Write every trace event to this file, one JSON object per line."""
+    """Write every trace event to this file, one JSON object per line. Its folder must
+    exist: a path that names none is a mistake, not a wish for new folders."""
+
+    @field_validator("jsonl")
+    @classmethod
+    def _in_a_folder(cls, path: Path | None) -> Path | None:
+        if path is not None and path.is_dir():
+            raise invalid(f"{path} is a folder; name a file in it")
+        if path is not None and not path.parent.is_dir():
+            raise invalid(f"the folder {path.parent} does not exist; create it first")
+        return path
 
 
 class PluginsSettings(Section):

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from loguru import logger
+
 from agentcore.markers import hookimpl
 from agentcore.plugins import SettingsSection
 from agentcore.redaction import redact_log
@@ -54,11 +56,18 @@ class TraceEvent:
 
 
 class JsonlTraceSink:
-    """Writes each trace as it happens, one JSON object per line, flushed at once."""
+    """Writes each trace as it happens, one JSON object per line, straight to the file.
+
+    A write that fails (a full disk) loses that one trace and never the inference: the
+    first failure is logged, the ones after it are counted, and the count is logged when
+    writing works again and at stop. The file is unbuffered: a line that could not be
+    written is not kept to be retried with the next one.
+    """
 
     def __init__(self) -> None:
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
         self._path: Path | None = None
+        self._lost = 0
 
     @hookimpl
     def agentcore_settings(self) -> SettingsSection:
@@ -67,24 +76,46 @@ class JsonlTraceSink:
     @hookimpl
     def agentcore_start(self, context: PluginContext) -> None:
         path: Path | None = getattr(context.settings, "jsonl", None)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", encoding="utf-8")
+        if path is not None:  # its folder exists: the settings checked it at load
+            self._file = path.open("ab", buffering=0)
             self._path = path
 
     @hookimpl
     def on_trace(self, event: TraceEvent) -> None:
-        if self._file is not None:
-            self._file.write(event.to_json() + "\n")
-            self._file.flush()
-        elif self._path is not None:
-            # After agentcore_stop: the traces of inferences the shutdown failed (they
-            # wake from their waits once the kernel has stopped its plugins) still count.
-            with self._path.open("a", encoding="utf-8") as late:
-                late.write(event.to_json() + "\n")
+        if self._path is None:
+            return
+        line = (event.to_json() + "\n").encode()
+        try:
+            if self._file is not None:
+                self._file.write(line)
+            else:
+                # After agentcore_stop: the traces of inferences the shutdown failed (they
+                # wake from their waits once the kernel has stopped its plugins) still count.
+                with self._path.open("ab") as late:
+                    late.write(line)
+        except OSError as exc:
+            if not self._lost:
+                logger.warning(
+                    "traces: cannot write to {}: {}; the trace events that cannot be written "
+                    "are counted, not logged one by one",
+                    self._path,
+                    exc.strerror or exc,
+                )
+            self._lost += 1
+            return
+        if self._lost:
+            self._report("writing again")
+
+    def _report(self, now: str) -> None:
+        logger.warning(
+            "traces: {} trace events were not written to {}; {}", self._lost, self._path, now
+        )
+        self._lost = 0
 
     @hookimpl
     def agentcore_stop(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._lost:
+            self._report("stopping")

@@ -1,4 +1,5 @@
-"""Which endings count as a plain completion: the rule `agentcore infer` and the MCPL router share.
+"""Which endings count as a plain completion: the rule `agentcore infer`, the MCPL router
+and a host turn's lifecycle (`agentcore.inference.turns.ending_of`) share.
 
 MCPL's `FinishReason` (SPEC §11.3) names only ``end_turn``, ``max_tokens`` and
 ``stop_sequence``. An inference that ended any other way (a provider stop token
@@ -34,10 +35,14 @@ def result_object(response: Response) -> dict[str, Any]:
     }
 
 
-def completion_problem(response: Response, offers: str = "inference/request") -> str | None:
+def completion_problem(
+    response: Response, offers: str = "inference/request", *, tools: bool = False
+) -> str | None:
     """Why `response` is not a plain completion, or None when it is one.
 
     `offers` names the caller in messages ("…, and inference/request offers none").
+    With `tools` (the request offered tools), a reply that ends in calls to them is a
+    completion: the caller's tool loop reads them.
     """
     stop = response.stop
     if stop.raw == "error":
@@ -57,6 +62,8 @@ def completion_problem(response: Response, offers: str = "inference/request") ->
                 f"The model's output ended ({response.stop.reason}) inside a call to a tool "
                 f"({names}), and {offers} offers no tools"
             )
+        if tools:
+            return None
         return f"The model called a tool ({names}), and {offers} offers none"
     reason = stop.reason
     if reason in NAMED_STOPS:

@@ -23,10 +23,13 @@ from agentcore.inference.models import (
     TextBlock,
     Usage,
 )
+from agentcore.inference.outcome import completion_problem
 
 Position: TypeAlias = Literal["system", "beforeUser", "afterUser"]
 POSITIONS: tuple[Position, ...] = ("system", "beforeUser", "afterUser")
 Phase: TypeAlias = Literal["completed", "failed", "aborted"]
+NOT_A_COMPLETION = "not_a_completion"
+"""`InferenceError.code` of a failed turn whose reply was whole but no plain completion."""
 
 INJECTION_SEPARATOR = "\n\n"
 """Between injected texts, and between them and the user's own text: a wire that joins a
@@ -71,21 +74,27 @@ class TurnEnding:
     """The model that served a completed turn, as the provider reported it."""
 
 
-def ending_of(terminal: Complete | Failed | Aborted) -> TurnEnding:
-    """The ending a terminal event means for a turn.
+def ending_of(
+    terminal: Complete | Failed | Aborted, *, tools: bool = False, offers: str = "the host"
+) -> TurnEnding:
+    """The ending a terminal event means for a turn: ``completed`` exactly when the
+    inference gave a plain completion by `completion_problem`, the rule that decides
+    `agentcore infer`'s exit code too (it calls this), so the two never disagree.
 
-    A stream that failed, whether before or after visible text, is ``failed`` — never
-    ``completed`` (the reference host's AF #358) — and so is a response the provider
-    itself ended with an error (a bare ``finish_reason: "error"``) or with a stop token
-    nothing maps. A cancellation or shutdown is ``aborted``; a timeout is a failure.
+    Anything else is ``failed`` with the reason as its error: a refusal, a paused turn, a
+    tool call the request offered no tools for (`tools`: it offered some), a stream that
+    failed before or after visible text (never ``completed``, the reference host's AF
+    #358), a response the provider ended with an error or with a stop token nothing maps,
+    a timeout. A cancellation or shutdown is ``aborted``. `offers` names the caller in
+    the reason ("…, and agentcore infer offers none").
     """
     if isinstance(terminal, Complete):
-        stop = terminal.response.stop
-        if stop.raw == "error" or not stop.mapped:
-            return TurnEnding("failed", error=None, model=terminal.response.model_served)
-        return TurnEnding(
-            "completed", usage=terminal.response.usage, model=terminal.response.model_served
-        )
+        response = terminal.response
+        problem = completion_problem(response, offers, tools=tools)
+        if problem is not None:
+            error = InferenceError("unknown", problem, retryable=False, code=NOT_A_COMPLETION)
+            return TurnEnding("failed", error=error, model=response.model_served)
+        return TurnEnding("completed", usage=response.usage, model=response.model_served)
     return ending_of_error(terminal.error)
 
 
@@ -142,6 +151,7 @@ def _runs(blocks: list[InjectedBlock]) -> list[ContentBlock]:
 
 __all__ = [
     "INJECTION_SEPARATOR",
+    "NOT_A_COMPLETION",
     "POSITIONS",
     "HostTurn",
     "InjectedBlock",

@@ -49,6 +49,7 @@ from agentcore.mcpl.transports import (
     websocket_factory,
 )
 from agentcore.settings import McplServerSettings, SettingsError, reload_settings
+from agentcore.signals import StartupSignals
 
 POLICY_FIELDS: set[str] = {"grant", "disabled_feature_sets"}
 """The `[mcpl.servers.NAME]` keys a reload applies to a live session (§6.7)."""
@@ -324,7 +325,9 @@ def settle_garbage_collector() -> None:
     gc.set_threshold(max(young, YOUNG_GENERATION), middle, old)
 
 
-async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
+async def run_host(
+    kernel: Kernel, stop: asyncio.Event | None = None, startup: StartupSignals | None = None
+) -> int:
     """`agentcore serve`: serve until SIGTERM/SIGINT (or `stop`), or until every server has gone.
 
     Returns the exit code: 0, or 1 when servers are configured and none of them could start.
@@ -332,6 +335,7 @@ async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
     A signal is honoured at any point, also while servers are still starting: those
     not yet ready are given up, and the rest are closed as usual. SIGHUP re-reads the
     settings (`McplHost.reload`) once every server has started, one reload at a time.
+    `startup` holds the signals that came before this ran (`agentcore.signals`).
     """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -340,6 +344,8 @@ async def run_host(kernel: Kernel, stop: asyncio.Event | None = None) -> int:
     host = McplHost(kernel)
     reloads = Reloads(host, stop)
     loop.add_signal_handler(signal.SIGHUP, reloads.signalled)
+    if startup is not None:
+        startup.hand_over(stop.set, reloads.signalled)
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await kernel.start()

@@ -7,8 +7,9 @@ everything a wire should not: the connection pool, timeouts, proxies, a non-2xx
 reply (read whole and raised as its typed error), a JSON body where a stream was
 asked for (replayed as events), transport failures (connect errors, resets,
 timeouts, a body cut mid-stream, mapped by `transport_error`), a body that ends
-before the reply is whole (``no_terminal``), and closing the connection on every
-path: done, failed, or the consumer closed the stream early.
+before the reply is whole (``no_terminal``), a pooled connection the server was closing
+(the request sent again on a fresh one, `agentcore.providers.stale`), and closing the
+connection on every path: done, failed, or the consumer closed the stream early.
 
 HTTP is aiohttp's client: one `ClientSession` per provider, made on first use (it
 must be made inside the event loop), with ``[providers.NAME] max_connections`` as
@@ -33,17 +34,19 @@ import contextlib
 import json
 import math
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from time import monotonic
 
 import aiohttp
 from aiohttp.helpers import basicauth_from_netrc, netrc_from_env, strip_auth_from_url
 from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
+from loguru import logger
 from yarl import URL
 
 from agentcore.inference import InferenceError, Request, Response, StreamEvent
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.sse import SSEDecoder
+from agentcore.providers.stale import Sending, closed_unread, resent_error, reuse_tracing
 from agentcore.providers.wire import HttpCall, Translator, Wire, replay
 from agentcore.redaction import (
     credential_parts,
@@ -85,10 +88,12 @@ class HTTPProvider:
         self.wire = wire
         self.media_types = wire.media_types
         self._config = config
-        self._base = wire.base_url.rstrip("/")
-        self._headers = {**wire.headers, "content-type": "application/json", **config.headers}
+        base, url_auth = strip_auth_from_url(URL(wire.base_url))
+        self._base = str(base).rstrip("/")
+        self._headers = _headers(name, wire.headers, config.headers, url_auth)
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         self._proxy, self._proxy_headers = env_proxy(URL(self._base), name)
         if self._proxy_headers and URL(self._base).scheme == "http":
             # An http:// request goes to the proxy itself, which reads its credentials
@@ -96,9 +101,11 @@ class HTTPProvider:
             self._headers.update(self._proxy_headers)
             self._proxy_headers = None
 
-    def _open_session(self) -> aiohttp.ClientSession:
+    def _open_session(self, *, fresh: bool = False) -> aiohttp.ClientSession:
+        """The provider's pooled session; with `fresh`, a second one whose every request
+        opens a connection of its own (a request sent again after a stale pooled one)."""
         config = self._config
-        keepalive = config.max_keepalive_connections > 0
+        keepalive = config.max_keepalive_connections > 0 and not fresh
         connector = aiohttp.TCPConnector(
             limit=config.max_connections or 0,
             force_close=not keepalive,
@@ -109,13 +116,18 @@ class HTTPProvider:
             sock_connect=config.connect_timeout_s,
             sock_read=config.read_timeout_s,
         )
-        self._session = aiohttp.ClientSession(
+        session = aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),
+            trace_configs=None if fresh else [reuse_tracing()],
         )
-        return self._session
+        if fresh:
+            self._fresh = session
+        else:
+            self._session = session
+        return session
 
     def _url(self, path: str) -> URL:
         url = self._urls.get(path)
@@ -124,42 +136,66 @@ class HTTPProvider:
         return url
 
     async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        sessions = (self._session, self._fresh)
+        self._session = self._fresh = None
+        for session in sessions:
+            if session is not None:
+                await session.close()
 
     async def _post(self, call: HttpCall, model: str) -> aiohttp.ClientResponse:
-        """POST `call`; a non-2xx reply is read whole and raised as its typed error."""
-        session = self._session or self._open_session()
-        response = await session.post(
-            self._url(call.path),
-            data=_json_body(call.body),
-            allow_redirects=False,
-            proxy=self._proxy,
-            proxy_headers=self._proxy_headers,
-        )
+        """POST `call` and read the response head. A failure is raised as its typed error:
+        a non-2xx reply read whole, a transport failure before any response byte. A
+        reused connection that ended before any byte was a server closing it as idle:
+        the request goes again on a fresh connection, within this attempt (`stale`)."""
+        data = _json_body(call.body)
+        sending = Sending()
+        try:
+            session = self._session or self._open_session()
+            response = await self._send(session, call.path, data, sending)
+        except _TRANSPORT_ERRORS as exc:
+            if not closed_unread(exc, sending):
+                raise transport_error(exc, provider=self.name, model=model, replying=False) from exc
+            try:
+                session = self._fresh or self._open_session(fresh=True)
+                response = await self._send(session, call.path, data, None)
+            except _TRANSPORT_ERRORS as again:
+                error = transport_error(again, provider=self.name, model=model, replying=False)
+                raise resent_error(error) from again
         if 200 <= response.status < 300:
             return response
         try:
             content = await response.read()
+        except _TRANSPORT_ERRORS as exc:
+            raise transport_error(exc, provider=self.name, model=model) from exc
         finally:
             response.close()
         raise error_from_response(
             response.status, response.headers, content, provider=self.name, model=model
         )
 
+    async def _send(
+        self, session: aiohttp.ClientSession, path: str, data: bytes, sending: Sending | None
+    ) -> aiohttp.ClientResponse:
+        return await session.post(
+            self._url(path),
+            data=data,
+            allow_redirects=False,
+            proxy=self._proxy,
+            proxy_headers=self._proxy_headers,
+            trace_request_ctx=sending,
+        )
+
     # -- whole ---------------------------------------------------------------------------------
 
     async def complete(self, request: Request, model: str) -> Response:
         translator = self.wire.translator(request, model)
+        response = await self._post(self.wire.call(request, model, stream=False), model)
         try:
-            response = await self._post(self.wire.call(request, model, stream=False), model)
-            try:
-                raw = await response.read()
-            finally:
-                response.close()
+            raw = await response.read()
         except _TRANSPORT_ERRORS as exc:
             raise transport_error(exc, provider=self.name, model=model) from exc
+        finally:
+            response.close()
         try:
             data = json.loads(raw)
         except ValueError:
@@ -181,9 +217,6 @@ class HTTPProvider:
             response = await self._post(self.wire.call(request, model, stream=True), model)
         except InferenceError as error:
             yield translator.fail(error)
-            return
-        except _TRANSPORT_ERRORS as exc:
-            yield translator.fail(transport_error(exc, provider=self.name, model=model))
             return
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
@@ -222,6 +255,47 @@ class HTTPProvider:
             # Done and drained, the connection is back in the pool already; otherwise
             # (failed, cut, or the consumer left early) this closes it.
             response.close()
+
+
+def _headers(
+    provider: str,
+    wire: Mapping[str, str],
+    configured: Mapping[str, str],
+    url_auth: aiohttp.BasicAuth | None,
+) -> dict[str, str]:
+    """Every call's headers: the wire's (its key), ``content-type``, ``[providers.NAME]
+    headers`` over them, with one ``Authorization`` at most. Credentials in the base URL
+    (``http://user:password@host/v1``) are HTTP Basic auth, as for any HTTP client; where
+    the wire sends its key in that same header (the openai family, openai-responses) they
+    take its place, and a configured ``Authorization`` header wins over both: each loser
+    is logged, never sent alongside (two credentials in one header reach no server)."""
+
+    def named(headers: Mapping[str, str]) -> str | None:
+        return next((k for k in headers if k.lower() == "authorization"), None)
+
+    explicit = named(configured)
+    headers = {k: v for k, v in wire.items() if k.lower() != "authorization" or not explicit}
+    if url_auth is not None:
+        if explicit:
+            logger.warning(
+                "provider {!r}: the credentials in base_url are not sent: its headers set {}",
+                provider,
+                explicit,
+            )
+        else:
+            keyed = named(headers)
+            if keyed:
+                del headers[keyed]
+                logger.warning(
+                    "provider {!r}: the credentials in base_url go as HTTP Basic auth in "
+                    "the Authorization header, where the API key would go: the key is not sent",
+                    provider,
+                )
+            header = url_auth.encode()
+            for secret in (url_auth.password or url_auth.login, *credential_parts(header)):
+                register_secret(secret)
+            headers["authorization"] = header
+    return {**headers, "content-type": "application/json", **configured}
 
 
 PROXY_SCHEMES = ("http", "https")
@@ -329,8 +403,12 @@ async def _replay_body(
         return [translator.fail(error)]
 
 
-def transport_error(exc: BaseException, *, provider: str, model: str) -> InferenceError:
-    """The typed error for a failure below HTTP: timeouts are ``timeout``, the rest ``network``."""
+def transport_error(
+    exc: BaseException, *, provider: str, model: str, replying: bool = True
+) -> InferenceError:
+    """The typed error for a failure below HTTP: timeouts are ``timeout``, the rest
+    ``network``. `replying`: the response had begun (its head was read); a connection
+    closed before it is not said to have broken mid-reply."""
     if isinstance(exc, InferenceError):
         return exc
     detail = str(exc) or type(exc).__name__
@@ -347,7 +425,15 @@ def transport_error(exc: BaseException, *, provider: str, model: str) -> Inferen
             provider=provider,
             model=model,
         )
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+    if isinstance(exc, aiohttp.ServerDisconnectedError) and not replying:
+        if isinstance(exc.message, str):  # else the part of a response head it had read
+            message = "The provider closed the connection before any reply"
+        else:
+            message = (
+                "The connection to the provider broke mid-reply (the server closed the "
+                "connection inside the response head)"
+            )
+    elif isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
         message = f"The connection to the provider broke mid-reply ({_cut(exc, detail)})"
     elif isinstance(exc, aiohttp.ClientConnectorError):
         message = f"Could not connect to the provider ({detail})"

@@ -53,6 +53,7 @@ from agentcore.providers.wire import (
     HttpCall,
     Translator,
     Wire,
+    carries_credentials,
     content_parts,
     fast_loads,
     json_object,
@@ -214,7 +215,9 @@ class OpenAIWire(Wire):
                 provider=name,
             )
         self.base_url = base_url
-        key = resolve_key(name, config, flavor.key_env, required=flavor.key_required)
+        # Credentials in base_url take the Authorization header a key would go in.
+        required = flavor.key_required and not carries_credentials(base_url)
+        key = resolve_key(name, config, flavor.key_env, required=required)
         self.headers = {"accept": "application/json"}
         if key:
             self.headers["authorization"] = f"Bearer {key}"

@@ -51,6 +51,7 @@ from agentcore.providers.wire import (
     HttpCall,
     Translator,
     Wire,
+    carries_credentials,
     content_parts,
     fast_loads,
     json_object,
@@ -178,8 +179,12 @@ class ResponsesWire(Wire):
         self.name = name
         self.unknown_stop = inference.unknown_stop
         self.base_url = config.base_url or DEFAULT_BASE_URL
-        key = resolve_key(name, config, "OPENAI_API_KEY", required=True)
-        self.headers = {"accept": "application/json", "authorization": f"Bearer {key}"}
+        # Credentials in base_url take the Authorization header a key would go in.
+        required = not carries_credentials(self.base_url)
+        key = resolve_key(name, config, "OPENAI_API_KEY", required=required)
+        self.headers = {"accept": "application/json"}
+        if key:
+            self.headers["authorization"] = f"Bearer {key}"
 
     def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
         return HttpCall(PATH, request_body(request, model, stream=stream))

@@ -35,6 +35,7 @@ and a few dict lookups per event, appending to the open block's `parts` itself.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,7 @@ __all__ = [
     "HttpCall",
     "Translator",
     "Wire",
+    "carries_credentials",
     "content_parts",
     "fast_loads",
     "json_object",
@@ -339,6 +341,12 @@ def not_carried(wire: str, block: MediaBlock) -> InferenceError:
         f"The {wire} wire does not carry {block.kind} ({block.mime_type}) in a message",
         retryable=False,
     )
+
+
+def carries_credentials(url: str) -> bool:
+    """Whether `url` has credentials in it (``http://user:password@host``): the driver
+    sends them as HTTP Basic auth, in the header a bearer key would take."""
+    return "@" in urllib.parse.urlsplit(url).netloc
 
 
 def resolve_key(

@@ -27,6 +27,10 @@ where ``server.base_url(wire, "NAME")`` points. A call with nothing queued plays
 HTTP 400 saying nothing was scripted. For many concurrent calls, whose order no queue
 can know, ``LoopbackServer(choose=pick)`` picks each call's scenario from the `Call`
 itself (its body, wire, provider); ``pick`` returning None falls back to the queues.
+``LoopbackServer(keepalive_timeout_s=5.0)`` closes keep-alive connections idle that
+long, as uvicorn does: a request that comes on one is dropped unanswered (the server
+closing it just as the request arrives), recorded as a `Call` with ``stale=True``; with
+0, every request on a reused connection meets that.
 
 Every scenario plays on every wire (each in its own words, `agentcore.testing.wires`),
 streamed or whole as the request asks; one that a wire cannot say is answered 400:

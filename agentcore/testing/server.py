@@ -10,6 +10,7 @@ import collections
 import json
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,9 @@ class Call:
     """`time.time()` of each visible-text chunk written (with ``timestamps=True``)."""
     disconnected: bool = False
     """The client left before the server finished playing."""
+    stale: bool = False
+    """It came on a keep-alive connection idle for `LoopbackServer.keepalive_timeout_s`:
+    the server closed that connection without answering (no scenario was played)."""
 
     def __repr__(self) -> str:
         headers = {k: ("[REDACTED]" if k in _REDACT else v) for k, v in self.headers.items()}
@@ -97,6 +101,7 @@ class LoopbackServer:
         port: int = 0,
         default: Scenario | None = None,
         choose: Callable[[Call], Scenario | None] | None = None,
+        keepalive_timeout_s: float | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -106,6 +111,13 @@ class LoopbackServer:
         """Picks each call's scenario from the call itself (its body, wire, provider), for
         many concurrent calls whose order no queue can know; None (its answer, or unset):
         the queues, then `default`. Called on the server's event loop: keep it quick."""
+        self.keepalive_timeout_s = keepalive_timeout_s
+        """Close a keep-alive connection idle this long, as uvicorn does after 5 s
+        (``timeout_keep_alive``); None: keep it open. The server closes it when the next
+        request arrives on it, unanswered (the call is recorded `stale`), so a client
+        always meets what a real server makes it meet when its idle timer fires just as
+        a request is on its way; 0: every request on a reused connection meets it."""
+        self._idle_since: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self.calls: list[Call] = []
         self._shared: collections.deque[Scenario] = collections.deque()
         self._queues: dict[str, collections.deque[Scenario]] = {}
@@ -350,6 +362,11 @@ class LoopbackServer:
         return handle
 
     async def _handle(self, request: web.Request, wire: Wire) -> web.StreamResponse:
+        if self._idle_too_long(request):
+            path = request.path
+            self.calls.append(Call(wire, request.match_info.get("provider"), path, {}, None, None))
+            self.calls[-1].stale = True
+            return await _drop(request)
         self._in_flight += 1
         provider = request.match_info.get("provider")
         raw = await request.read()
@@ -394,6 +411,16 @@ class LoopbackServer:
         finally:
             call.ended_at = time.time()
             self._in_flight -= 1
+            if request.transport is not None:
+                self._idle_since[request.transport] = time.monotonic()
+
+    def _idle_too_long(self, request: web.Request) -> bool:
+        """Whether `request` came on a keep-alive connection idle `keepalive_timeout_s`."""
+        timeout, transport = self.keepalive_timeout_s, request.transport
+        if timeout is None or transport is None:
+            return False
+        since = self._idle_since.get(transport)
+        return since is not None and time.monotonic() - since >= timeout
 
     def _render(self, scenario: Scenario, call: Call) -> Play:
         def play() -> Play:

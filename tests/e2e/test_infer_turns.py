@@ -131,3 +131,39 @@ async def test_turn_needs_conversation(loopback_settings: Callable[..., Path]) -
     assert code == 2
     assert "--turn needs --conversation" in stderr
     assert stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("scenario", "streamed", "says"),
+    [
+        (Scenario.refusal("I can't help with that."), True, "The model refused to answer"),
+        (Scenario.refusal("I can't help with that."), False, "The model refused to answer"),
+        (Scenario.tool_use(), True, "The model called a tool (get_weather), and agentcore infer"),
+        (Scenario.text("All done."), False, None),
+    ],
+    ids=["refusal-stream", "refusal-whole", "tool_use", "end_turn"],
+)
+async def test_the_lifecycle_phase_and_the_exit_code_agree(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    infer_settings: Callable[..., Path],
+    scenario: Scenario,
+    streamed: bool,
+    says: str | None,
+) -> None:
+    """A turn infer exits 1 for is ``failed`` to the servers, never ``completed``: one rule
+    (`ending_of`) decides both."""
+    hub.scripts["watcher"] = script()
+    settings = infer_settings({"watcher": hub.config("watcher", [LIFECYCLE])})
+    loopback_provider.script(scenario, provider="a")
+    mode = "--stream" if streamed else "--no-stream"
+    process = await infer(settings, "--conversation", "conv_9", mode, "Help?")
+    session = await hub.next_session()
+    code, _, stderr = await finish(process)
+    await session.wait_closed()
+    phases = [n["phase"] for n in session.notifications("inference/lifecycle")]
+    if says is None:
+        assert (code, phases) == (0, ["started", "completed"]), stderr
+    else:
+        assert (code, phases) == (1, ["started", "failed"]), stderr
+        assert says in stderr

@@ -479,6 +479,7 @@ async def test_a_plugin_emits_traces_through_its_context(make_kernel):
 
 async def test_the_jsonl_sink_writes_each_trace_as_it_happens(make_kernel, scripted, tmp_path):
     path = tmp_path / "out" / "traces.jsonl"
+    path.parent.mkdir()  # a folder that does not exist is a settings error
     provider = scripted([Token("hi", "text"), Stall(30)])
     kernel = make_kernel(
         plugins={"jsonl-traces": JsonlTraceSink},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from agentcore.inference import (
     Response,
     StopInfo,
     TextBlock,
+    ToolUseBlock,
     Usage,
 )
 from agentcore.inference.calls import Inference
@@ -131,6 +133,21 @@ def test_what_a_terminal_means_for_a_turn() -> None:
     assert ending_of(Failed(InferenceError("server", "boom"))).phase == "failed"
     assert ending_of(Aborted("timeout", InferenceError("timeout", "slow"))).phase == "failed"
     assert ending_of(Aborted("cancelled", shutting_down())).phase == "aborted"
+
+
+def test_a_turn_completed_only_when_infer_would_exit_0() -> None:
+    """The phase follows `completion_problem`, infer's rule: a refusal or a paused turn is
+    ``failed``, with the reason; a tool call is ``completed`` only when tools were offered."""
+    refused = ending_of(Complete(response(StopInfo("refusal", raw="refusal"))))
+    assert refused.phase == "failed" and refused.error is not None
+    assert refused.error.message == "The model refused to answer (stop reason 'refusal')"
+    assert ending_of(Complete(response(StopInfo("pause_turn", raw="pause_turn")))).phase == (
+        "failed"
+    )
+    call = ToolUseBlock("toolu_1", "search", {"q": "x"})
+    calls = replace(response(StopInfo("tool_use", raw="tool_use")), content=[call])
+    assert ending_of(Complete(calls)).phase == "failed"
+    assert ending_of(Complete(calls), tools=True).phase == "completed"
 
 
 def test_a_host_turn_needs_a_conversation_and_a_turn_from_zero() -> None:

@@ -559,3 +559,41 @@ async def test_a_whole_reply_of_an_odd_shape_fails_typed() -> None:
     assert info.value.kind == "server"
     assert info.value.message.startswith("The provider sent a reply agentcore cannot read")
     assert isinstance(end, Failed) and end.error.message == info.value.message
+
+
+async def test_a_reused_connection_closed_after_part_of_a_reply_is_not_sent_again() -> None:
+    """Only a reused connection that ended before any response byte was a server closing
+    it as idle: one that had begun to answer did the request, which is not sent again."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(whole(WHOLE))  # the first request, answered; the connection kept
+        await writer.drain()
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: appl")  # then cut inside the head
+        await writer.drain()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        assert (await local.complete(request(), "m")).text == "done"
+        with pytest.raises(InferenceError) as info:
+            await local.complete(request(), "m")
+    assert (server.connections, len(server.requests)) == (1, 2)
+    assert info.value.kind == "network"
+    assert info.value.message == (
+        "The connection to the provider broke mid-reply "
+        "(the server closed the connection inside the response head)"
+    )
+
+
+async def test_a_reused_connection_closed_before_any_byte_is_sent_again_on_a_fresh_one() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(whole(WHOLE))
+        await writer.drain()
+        if server.connections == 1:
+            await server.read_request(reader)  # and closed unanswered, as if idle
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        assert (await local.complete(request(), "m")).text == "done"
+        assert (await local.complete(request(), "m")).text == "done"
+    assert (server.connections, len(server.requests)) == (2, 3)

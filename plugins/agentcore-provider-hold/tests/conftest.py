@@ -36,13 +36,15 @@ def load(
     tmp_path: Path, recorder: TraceRecorder, provider: ScriptedProvider
 ) -> Callable[..., Kernel]:
     """A kernel with only the provider hold (and the recorder, the scripted kind, and any
-    `plugins`); `hold` is [provider_hold]."""
+    `plugins`); `hold` is [provider_hold], its holds exact (``release_jitter = 0``)
+    unless it sets ``release_jitter``."""
 
     def _load(
         hold: str = "", extra: str = "", plugins: dict[str, object] | None = None, **environ: str
     ) -> Kernel:
         path = tmp_path / "agentcore.toml"
-        path.write_text(f"{BASE}\n[provider_hold]\n{hold}\n{extra}")
+        exact = "" if "release_jitter" in hold else "release_jitter = 0\n"
+        path.write_text(f"{BASE}\n[provider_hold]\n{exact}{hold}\n{extra}")
         return Kernel.load(
             path,
             environ=environ,

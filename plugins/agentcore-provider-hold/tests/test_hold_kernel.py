@@ -61,6 +61,16 @@ async def test_a_rate_limit_holds_and_says_so(load: Load, provider: Any, recorde
     assert hold["inferenceId"] == recorder.of("inference:start")[0]["inferenceId"]
 
 
+async def test_a_hold_is_made_longer_by_release_jitter(
+    load: Load, provider: Any, recorder: Any
+) -> None:
+    provider.script = [limited(retry_after_s=30)]
+    async with load("max_wait_s = 1\nrelease_jitter = 0.1") as kernel:
+        await fail(kernel, req())
+    [hold] = recorder.of("provider:hold")
+    assert 29_000 < hold["durationMs"] <= 33_000  # 30 s, up to a tenth longer
+
+
 async def test_no_stated_wait_holds_for_the_default(
     load: Load, provider: Any, recorder: Any
 ) -> None:

@@ -3,7 +3,8 @@ calls to that provider and model wait at admission instead of hitting it again.
 
 - A ``rate_limit`` or ``overloaded`` attempt (seen in `on_attempt_end`) holds its
   key, (provider, model) or, with ``key = "provider"``, the whole provider, until
-  the provider's stated wait ends, or for ``default_hold_s`` when it stated none.
+  the provider's stated wait ends, or for ``default_hold_s`` when it stated none,
+  made up to ``release_jitter`` (a fraction) longer at random.
   The longest hold wins: a shorter stated wait never shortens one.
 - While a key is held, `on_admission` waits, announced as a ``hold`` wait: no
   provider call is made. A call that would wait longer than ``max_wait_s`` (unset:
@@ -32,6 +33,7 @@ waits (announced as a ``hold`` wait) and fails after ``max_wait_s``; ``open`` ad
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -79,6 +81,11 @@ class HoldSettings(Section):
     """The hold after a rate limit or overload that stated no wait."""
     key: Literal["provider_model", "provider"] = "provider_model"
     """What one hold covers: one model of a provider, or the whole provider."""
+    release_jitter: float = Field(default=0.1, ge=0, le=1)
+    """A hold lasts up to this fraction longer than its wait, at random (5 s: up to 5.5 s):
+    the calls it releases do not land on the provider at one instant, nor exactly when
+    a server drops the connection that sat idle through the hold (uvicorn does after
+    5 s, the default hold)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +103,15 @@ def hold_key(attempt: Attempt, key: str) -> HoldKey:
     return HoldKey(attempt.provider, None if key == "provider" else attempt.model)
 
 
-def hold_duration_s(error: InferenceError, default_hold_s: float) -> float | None:
-    """How long an attempt's error holds its key; None for errors that start no hold."""
+def hold_duration_s(
+    error: InferenceError, default_hold_s: float, jitter: float = 0.0
+) -> float | None:
+    """How long an attempt's error holds its key: the stated wait, else `default_hold_s`,
+    made up to `jitter` (a fraction) longer at random; None for errors that start no hold."""
     if error.kind not in HOLD_KINDS or error.code == HOLD_TOO_LONG:
         return None
-    if error.retry_after_s is None:
-        return default_hold_s
-    return max(0.0, error.retry_after_s)
+    wait = default_hold_s if error.retry_after_s is None else max(0.0, error.retry_after_s)
+    return wait * (1.0 + random.uniform(0.0, jitter))
 
 
 def _seconds(value: float) -> str:
@@ -329,7 +338,11 @@ class ProviderHold:
         probe = self._probes.pop(owner, None) is not None
         try:
             duration = (
-                None if error is None else hold_duration_s(error, self.settings.default_hold_s)
+                None
+                if error is None
+                else hold_duration_s(
+                    error, self.settings.default_hold_s, self.settings.release_jitter
+                )
             )
             if error is not None and duration is not None:
                 await self._hold(attempt, key, error, duration)

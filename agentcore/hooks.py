@@ -1,14 +1,17 @@
-"""The one layer through which the kernel calls hooks: sync or async, in order, contained.
+"""The one layer through which the kernel calls hooks, driven by the rules the specs declare.
 
-pluggy registers plugins and validates their implementations against the
-specs; this module calls them. Plain pluggy cannot keep "first non-None
-result" for `async def` implementations (a coroutine object is not None), so
-each implementation is called here, its result awaited when it is a coroutine,
-and the rules of `agentcore.hookspecs` applied: observers are contained and
-logged with the plugin's name and never awaited by an inference (a plugin with
-an async observer gets its events through a bounded backlog of its own, see
-`_Observer`), decision hooks fail the inference with a `PluginError` that names
-the plugin. No caller touches `pm.hook` directly.
+pluggy registers plugins and validates their implementations against the specs;
+this module calls them, as `agentcore.hookspecs.RULES` says. One loop,
+`Hooks._run`, calls every hook: each implementation in pluggy's order, its result
+awaited when it is async (plain pluggy cannot keep "first non-None result" for
+`async def` implementations: a coroutine object is not None), the hook's failure
+rule applied (`_failed`) and the results combined as its rule says. Load-time hooks
+go through the same loop without an event loop (`_run_now`). Two paths are
+specialised for speed under the same rules: observers (`_observe`: never awaited
+by an inference; a plugin with an async observer gets its events through a
+bounded backlog of its own, see `_Observer`) and `stream_event_sync` (the
+`on_stream_event` chain for every token while no implementation is async). No
+caller touches `pm.hook` directly.
 """
 
 from __future__ import annotations
@@ -25,20 +28,26 @@ import pluggy
 from loguru import logger
 
 from agentcore import hookspecs
+from agentcore.hookspecs import RULES
 from agentcore.inference import InferenceError, PluginError, StreamEvent
 from agentcore.inference.calls import Attempt, Decision, Inference, Wait
 from agentcore.inference.turns import Injection, TurnEnding
+from agentcore.markers import Failure, HookRule, Kind, Result
 from agentcore.mcpl.protocol import McplError, McplRequest, PushEvent
 from agentcore.traces import TraceEvent
 
-OBSERVER_HOOKS = ("on_trace", "on_wait_start", "on_wait_end")
-"""The hooks no inference waits for (see `agentcore.hookspecs`)."""
+OBSERVER_HOOKS = tuple(hook for hook, rule in RULES.items() if rule.kind is Kind.OBSERVER)
+"""The hooks no inference waits for (`Kind.OBSERVER` in `agentcore.hookspecs`)."""
 OBSERVER_BACKLOG = 1000
 """Events one async observer plugin may have waiting for it; beyond that they are dropped."""
 OBSERVER_DRAIN_S = 1.0
 """How long `Hooks.stop()` lets async observers catch up before cancelling what is stuck."""
 DROP_LOG_INTERVAL_S = 10.0
 """At most one log line per plugin this often while its events are being dropped."""
+_STREAM_FAST = HookRule(Kind.IN_PATH, Result.CHAIN, Failure.LOGGED)
+"""The rule `stream_event_sync` implements: it is used only while `on_stream_event` has it."""
+_FIRST, _CHAIN, _COLLECT, _OBSERVER = Result.FIRST, Result.CHAIN, Result.COLLECT, Kind.OBSERVER
+"""Module names for `_run`'s loop: an Enum member read through its class is slow (3.11)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +58,21 @@ class _Impl:
     is_async: bool
 
 
-def _bind(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> _Impl:
+def _bind(hook: str, impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> _Impl:
     if impl.hookwrapper or impl.wrapper:
         raise PluginError(impl.plugin_name, "hook wrappers are not supported by agentcore")
     fn = impl.function
+    is_async = inspect.iscoroutinefunction(fn)
+    if is_async and RULES[hook].kind is Kind.LOAD:
+        # Called where nothing may be awaited: it fails, by its hook's failure rule, uncalled.
+        refusal = PluginError(
+            impl.plugin_name, f"{hook} must be a plain function: it is called before any loop runs"
+        )
+
+        def refuse(*args: Any) -> Any:
+            raise refusal
+
+        return _Impl(impl.plugin_name, refuse, False)
     names = tuple(impl.argnames)
     if names == spec_args:
         call = fn
@@ -62,7 +82,19 @@ def _bind(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> _Impl:
         def call(*args: Any, _fn: Callable[..., Any] = fn) -> Any:
             return _fn(*[args[i] for i in positions])
 
-    return _Impl(impl.plugin_name, call, inspect.iscoroutinefunction(fn))
+    return _Impl(impl.plugin_name, call, is_async)
+
+
+def _failed(rule: HookRule, hook: str, plugin: str, exc: Exception) -> None:
+    """Apply the hook's failure rule to what `plugin` raised: log it and return, or raise."""
+    if rule.failure is Failure.LOGGED:
+        logger.opt(exception=exc).error("plugin {!r} failed in {}; carrying on", plugin, hook)
+        return
+    if rule.failure is Failure.DECIDES and isinstance(exc, InferenceError | McplError):
+        raise exc  # raised on purpose: the answer
+    if isinstance(exc, PluginError) and exc.plugin == plugin:
+        raise exc  # `_bind`'s refusal: it names the plugin and what it did wrong
+    raise PluginError(plugin, f"{hook} raised {type(exc).__name__}: {exc}") from exc
 
 
 class _Observer:
@@ -101,8 +133,8 @@ class _Observer:
                     result = impl.call(*args)
                     if impl.is_async:
                         await result
-                except Exception:
-                    logger.exception("plugin {!r} failed in {}; carrying on", self.plugin, hook)
+                except Exception as exc:
+                    _failed(RULES[hook], hook, self.plugin, exc)
         finally:
             self.task = None
 
@@ -128,7 +160,11 @@ def plugin_manager() -> pluggy.PluginManager:
 
 
 class Hooks:
-    """Typed calls of every hook, over the implementations registered when it was built."""
+    """Typed calls of every hook, over the implementations registered when it was built.
+
+    Each typed method is one line over `_run` (or, for observers, `_observe`): the
+    hook's rule in `agentcore.hookspecs` decides how it is called.
+    """
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._pm = pm
@@ -139,27 +175,30 @@ class Hooks:
     def refresh(self) -> None:
         """Re-read the registered implementations (after registering or unregistering)."""
         self._impls = {}
-        for name in dir(hookspecs):
-            caller = getattr(self._pm.hook, name, None)
-            if not isinstance(caller, pluggy.HookCaller) or caller.spec is None:
-                continue
+        for hook in RULES:
+            caller: pluggy.HookCaller = getattr(self._pm.hook, hook)
+            assert caller.spec is not None  # plugin_manager() added every spec
             spec_args = tuple(caller.spec.argnames)
             # pluggy's own call order: last registered first, tryfirst/trylast honoured.
-            self._impls[name] = tuple(_bind(i, spec_args) for i in reversed(caller.get_hookimpls()))
+            self._impls[hook] = tuple(
+                _bind(hook, i, spec_args) for i in reversed(caller.get_hookimpls())
+            )
         # A plugin with any async observer gets all its observer calls through its own
         # backlog, so its sync and async ones stay in order; the rest are called inline.
-        queued = {i.plugin for h in OBSERVER_HOOKS for i in self._impls.get(h, ()) if i.is_async}
+        queued = {i.plugin for h in OBSERVER_HOOKS for i in self._impls[h] if i.is_async}
         self._inline: dict[str, tuple[_Impl, ...]] = {}
         self._queued: dict[str, tuple[tuple[_Observer, _Impl], ...]] = {}
         for hook in OBSERVER_HOOKS:
-            impls = self._impls.get(hook, ())
+            impls = self._impls[hook]
             self._inline[hook] = tuple(i for i in impls if i.plugin not in queued)
             self._queued[hook] = tuple(
                 (self._observer(i.plugin), i) for i in impls if i.plugin in queued
             )
-        stream = self._impls.get("on_stream_event", ())
+        stream = self._impls["on_stream_event"]
         self.has_stream_observers = bool(stream)
-        self.stream_sync = not any(i.is_async for i in stream)
+        self.stream_sync = RULES["on_stream_event"] == _STREAM_FAST and not any(
+            i.is_async for i in stream
+        )
         """No `on_stream_event` implementation is async: `stream_event_sync` may be used."""
         self._stream_calls = tuple((i.plugin, i.call) for i in stream)
 
@@ -177,62 +216,78 @@ class Hooks:
         observer = self._observers.get(plugin)
         return 0 if observer is None else observer.dropped
 
-    # -- the four ways a hook is called ------------------------------------------
+    # -- the one call loop, and the observers' path ----------------------------------
+
+    async def _run(self, hook: str, args: tuple[Any, ...] = (), only: str | None = None) -> Any:
+        """Call `hook`'s implementations (`only` one plugin's, if given) as its rule says.
+
+        Each in order, awaited when async; an exception goes through the failure rule;
+        the results combine by the rule's `Result`: None, the first non-None, the last
+        argument as the chain left it, or every ``(plugin, result)`` that is not None.
+        An observer is never awaited here: it goes the observers' way (`_observe`).
+        """
+        rule, impls = RULES[hook], self._impls[hook]
+        if rule.kind is _OBSERVER:
+            self._observe(hook, *args)
+            return None
+        if only is not None:
+            impls = tuple(i for i in impls if i.plugin == only)
+        combine = rule.result
+        collected: list[tuple[str, Any]] = []
+        for impl in impls:
+            try:
+                result = impl.call(*args)
+                if impl.is_async:
+                    result = await result
+            except Exception as exc:
+                _failed(rule, hook, impl.plugin, exc)
+                continue
+            if result is None:
+                continue
+            if combine is _FIRST:
+                return result
+            if combine is _CHAIN:
+                args = (*args[:-1], result)
+            elif combine is _COLLECT:
+                collected.append((impl.plugin, result))
+        if combine is _CHAIN:
+            return args[-1]
+        return collected if combine is _COLLECT else None
+
+    def _run_now(self, hook: str, args: tuple[Any, ...] = (), only: str | None = None) -> Any:
+        """`_run` for a load-time hook, where no event loop runs: its implementations are
+        plain functions (`_bind` refuses an async one), so the loop ends at its first step."""
+        step = self._run(hook, args, only)
+        try:
+            step.send(None)
+        except StopIteration as done:
+            return done.value
+        step.close()
+        raise RuntimeError(f"{hook} awaited something: it is called where nothing may be")
 
     def _observe(self, hook: str, *args: Any) -> None:
         """An observer hook: sync plugins now, async ones through their backlogs; never waits."""
         for impl in self._inline[hook]:
             try:
                 impl.call(*args)
-            except Exception:
-                logger.exception("plugin {!r} failed in {}; carrying on", impl.plugin, hook)
+            except Exception as exc:
+                _failed(RULES[hook], hook, impl.plugin, exc)
         for observer, impl in self._queued[hook]:
             observer.put(hook, impl, args)
 
-    async def _await_each(self, hook: str, *args: Any) -> None:
-        """Every implementation in order, awaited; an exception is logged, not raised."""
-        for impl in self._impls.get(hook, ()):
-            try:
-                result = impl.call(*args)
-                if impl.is_async:
-                    await result
-            except Exception:
-                logger.exception("plugin {!r} failed in {}; carrying on", impl.plugin, hook)
+    # -- load and lifecycle ------------------------------------------------------------
 
-    async def _decide_all(self, hook: str, *args: Any) -> None:
-        for impl in self._impls.get(hook, ()):
-            try:
-                result = impl.call(*args)
-                if impl.is_async:
-                    await result
-            except (InferenceError, McplError):
-                raise
-            except Exception as exc:
-                raise _plugin_error(impl, hook, exc) from exc
+    def settings_section(self, plugin: str) -> Any:
+        """`plugin`'s `agentcore_settings` answer, or None; a failure raises `PluginError`."""
+        return next((r for _, r in self._run_now("agentcore_settings", (), plugin)), None)
 
-    async def _first_result(self, hook: str, *args: Any) -> Any:
-        for impl in self._impls.get(hook, ()):
-            try:
-                result = impl.call(*args)
-                if impl.is_async:
-                    result = await result
-            except (InferenceError, McplError):
-                raise
-            except Exception as exc:
-                raise _plugin_error(impl, hook, exc) from exc
-            if result is not None:
-                return result
-        return None
-
-    # -- lifecycle ---------------------------------------------------------------
+    def provider_kinds(self, plugin: str) -> Any:
+        """`plugin`'s `agentcore_provider_kinds` answer, or None; a failure raises `PluginError`."""
+        return next((r for _, r in self._run_now("agentcore_provider_kinds", (), plugin)), None)
 
     async def start_plugin(self, plugin: str, context: Any) -> None:
-        """Start one plugin; its exceptions propagate, so the kernel can report it by name."""
-        for impl in self._impls.get("agentcore_start", ()):
-            if impl.plugin == plugin:
-                result = impl.call(context)
-                if impl.is_async:
-                    await result
+        """Start one plugin; a failure raises `PluginError`, so the kernel can report it."""
+        await self._run("agentcore_start", (context,), plugin)
 
     async def stop(self) -> None:
         """Let async observers catch up, cancel the stuck ones, then stop every plugin.
@@ -243,7 +298,7 @@ class Hooks:
         plugins that were not stuck, through a task that ends once it is delivered.
         """
         await self._drain(OBSERVER_DRAIN_S)
-        await self._await_each("agentcore_stop")
+        await self._run("agentcore_stop")
 
     async def _drain(self, within_s: float) -> None:
         loop = asyncio.get_running_loop()
@@ -278,72 +333,48 @@ class Hooks:
     # -- inference ------------------------------------------------------------
 
     async def admission(self, attempt: Attempt) -> None:
-        await self._decide_all("on_admission", attempt)
+        await self._run("on_admission", (attempt,))
 
     async def stream_event(self, attempt: Attempt, event: StreamEvent) -> StreamEvent:
         """Every implementation in order; each may replace the event for the ones after it."""
         if self.stream_sync:
             return self.stream_event_sync(attempt, event)
-        for impl in self._impls["on_stream_event"]:
-            try:
-                result = impl.call(attempt, event)
-                if impl.is_async:
-                    result = await result
-            except Exception:
-                logger.exception("plugin {!r} failed in on_stream_event; carrying on", impl.plugin)
-                continue
-            if result is not None:
-                event = result
-        return event
+        return cast("StreamEvent", await self._run("on_stream_event", (attempt, event)))
 
     def stream_event_sync(self, attempt: Attempt, event: StreamEvent) -> StreamEvent:
         """`stream_event` without a coroutine per event; only while `stream_sync` holds.
 
         The hot path: the kernel calls this for every token when no implementation
-        is async, so it is one tight loop over precomputed (plugin, call) pairs.
+        is async, so it is one tight loop over precomputed (plugin, call) pairs,
+        `_run`'s chain written out.
         """
         for plugin, call in self._stream_calls:
             try:
                 result = call(attempt, event)
-            except Exception:
-                logger.exception("plugin {!r} failed in on_stream_event; carrying on", plugin)
+            except Exception as exc:
+                _failed(RULES["on_stream_event"], "on_stream_event", plugin, exc)
                 continue
             if result is not None:
                 event = result
         return event
 
     async def inference_error(self, attempt: Attempt, error: InferenceError) -> Decision | None:
-        return cast(
-            "Decision | None", await self._first_result("on_inference_error", attempt, error)
-        )
+        return cast("Decision | None", await self._run("on_inference_error", (attempt, error)))
 
     async def attempt_end(self, attempt: Attempt, error: InferenceError | None) -> None:
         """Awaited: a policy records state here that the next `on_admission` must see."""
-        await self._await_each("on_attempt_end", attempt, error)
+        await self._run("on_attempt_end", (attempt, error))
 
     async def host_turn_context(self, inference: Inference) -> list[Injection]:
         """Every implementation's injections, in order; one that raises adds nothing."""
-        injections: list[Injection] = []
-        for impl in self._impls.get("on_host_turn_context", ()):
-            try:
-                result = impl.call(inference)
-                if impl.is_async:
-                    result = await result
-            except Exception:
-                logger.exception(
-                    "plugin {!r} failed in on_host_turn_context; the turn goes on without it",
-                    impl.plugin,
-                )
-                continue
-            if result:
-                injections.extend(result)
-        return injections
+        collected = await self._run("on_host_turn_context", (inference,))
+        return [injection for _, injections in collected for injection in injections]
 
     async def host_turn_start(self, inference: Inference) -> None:
-        await self._await_each("on_host_turn_start", inference)
+        await self._run("on_host_turn_start", (inference,))
 
     async def host_turn_end(self, inference: Inference, ending: TurnEnding) -> None:
-        await self._await_each("on_host_turn_end", inference, ending)
+        await self._run("on_host_turn_end", (inference, ending))
 
     def wait_start(self, wait: Wait) -> None:
         self._observe("on_wait_start", wait)
@@ -354,35 +385,25 @@ class Hooks:
     def trace(self, event: TraceEvent) -> None:
         self._observe("on_trace", event)
 
+    # -- MCPL ------------------------------------------------------------------------
+
     def mcpl_capabilities(self) -> list[Mapping[str, Any]]:
         """Every plugin's MCPL host capabilities, in order; one that raises gives none."""
         contributed: list[Mapping[str, Any]] = []
-        for impl in self._impls.get("agentcore_mcpl_capabilities", ()):
-            try:
-                result = impl.call()
-            except Exception:
-                logger.exception(
-                    "plugin {!r} failed in agentcore_mcpl_capabilities; it advertises nothing",
-                    impl.plugin,
-                )
-                continue
+        for plugin, result in self._run_now("agentcore_mcpl_capabilities"):
             if isinstance(result, Mapping):
                 contributed.append(result)
-            elif result is not None:
+            else:
                 logger.error(
                     "plugin {!r}: agentcore_mcpl_capabilities returned {}, not a mapping",
-                    impl.plugin,
+                    plugin,
                     type(result).__name__,
                 )
         return contributed
 
     async def mcpl_request(self, request: McplRequest) -> Any:
-        return await self._first_result("on_mcpl_request", request)
+        return await self._run("on_mcpl_request", (request,))
 
     async def push_event(self, event: PushEvent) -> Any:
         """The first plugin's answer (a `PushAnswer`, unchecked here), or None."""
-        return await self._first_result("on_push_event", event)
-
-
-def _plugin_error(impl: _Impl, hook: str, exc: Exception) -> PluginError:
-    return PluginError(impl.plugin, f"{hook} raised {type(exc).__name__}: {exc}")
+        return await self._run("on_push_event", (event,))

@@ -1,34 +1,34 @@
-"""The hooks agentcore's kernel calls, grouped by when they are called.
+"""The hooks agentcore's kernel calls, grouped by when they are called, each with its rule.
 
-Every implementation may be a plain function or an `async def`; an
-implementation may take any subset of its spec's arguments. Hook wrappers are
-not supported. `agentcore.hooks` is the one layer that calls them, in three ways:
+Every implementation may be a plain function or an `async def` (load-time hooks:
+plain functions only); an implementation may take any subset of its spec's
+arguments. Hook wrappers are not supported. Each spec states its rule in code,
+``@spec(kind, result)`` (`agentcore.markers`), and `RULES` at the end is that table:
+`agentcore.hooks` calls every hook as it says, and the table in
+docs/architecture.md is checked against it. The kinds:
 
-- *Observer* hooks (`on_trace`, `on_wait_start`, `on_wait_end`) never make an
-  inference wait. A plugin whose observer implementations are all plain
-  functions is called inline (keep them cheap). A plugin with any `async def`
-  observer gets all its observer calls through a backlog of its own, made in
-  order by a task of its own: each plugin sees its events in the order they
-  happened, but no order is kept between plugins. A backlog holds at most
-  `agentcore.hooks.OBSERVER_BACKLOG` events; what a slow or stuck plugin cannot
-  take is dropped, counted and logged by the plugin's name (at most every
-  `DROP_LOG_INTERVAL_S`). At `Kernel.stop()` backlogs get up to
-  `OBSERVER_DRAIN_S` to empty, a plugin still busy then is cancelled, and only
-  then is `agentcore_stop` called.
-- *In-path* hooks are awaited in order on the inference's path, so the kernel
-  waits for them: `on_stream_event` (it may replace events) and
-  `on_attempt_end` (policy state: what a plugin records there, the next
-  `on_admission` sees, so a retry never races past a provider hold). Keep them
-  quick; an exception is logged with the plugin's name and the inference goes on.
-- *Decision* hooks (`on_admission`, `on_inference_error`, `on_mcpl_request`) are
-  awaited in order too, and "first non-None result" holds for async
-  implementations: an `InferenceError` (or `McplError`) raised on purpose is the
-  answer; any other exception fails that inference with a `PluginError` naming
-  the plugin.
+- *load*: plain functions, called once per plugin as the kernel (or an `McplHost`)
+  is made; an exception fails the plugin, by name (from `agentcore_mcpl_capabilities`
+  it is logged, and that plugin advertises nothing).
+- *lifecycle*: awaited in load order; an exception in `agentcore_start` fails the
+  plugin, by name, one in `agentcore_stop` is logged.
+- *observer* (`on_trace`, `on_wait_start`, `on_wait_end`): never make an inference
+  wait. Plain-function observers are called inline (keep them cheap); a plugin with
+  any `async def` observer gets all its observer calls, in order, through a backlog
+  of its own, bounded by `agentcore.hooks.OBSERVER_BACKLOG` (what a slow or stuck
+  plugin cannot take is dropped, counted and logged by name). At `Kernel.stop()`
+  backlogs get up to `OBSERVER_DRAIN_S` to empty, then `agentcore_stop` is called.
+- *in-path*: awaited in order on the inference's path, so the inference waits for
+  them; an exception is logged with the plugin's name and the inference goes on.
+  `on_attempt_end` is in-path on purpose: what a plugin records there, the next
+  `on_admission` sees, so a retry never races past a provider hold.
+- *decision*: awaited in order; "first non-None result" holds for async
+  implementations. An `InferenceError` (or `McplError`) raised on purpose is the
+  answer; any other exception fails that inference with a `PluginError` naming the
+  plugin.
 
-Lifecycle hooks are awaited in load order. Defaults shipped by agentcore are
-ordinary plugins; mark a default implementation `trylast=True` so any other
-plugin wins.
+Defaults shipped by agentcore are ordinary plugins; mark a default implementation
+`trylast=True` so any other plugin wins.
 """
 
 from __future__ import annotations
@@ -36,7 +36,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentcore.markers import PROJECT, hookimpl, hookspec
+from agentcore.markers import (
+    PROJECT,
+    Failure,
+    HookRule,
+    Kind,
+    Result,
+    hookimpl,
+    hookspec,
+    rules_of,
+    spec,
+)
 
 if TYPE_CHECKING:
     from agentcore.inference import InferenceError, StreamEvent
@@ -47,10 +57,10 @@ if TYPE_CHECKING:
     from agentcore.providers import ProviderFactory
     from agentcore.traces import TraceEvent
 
-# -- lifecycle ---------------------------------------------------------------
+# -- load and lifecycle ------------------------------------------------------
 
 
-@hookspec(firstresult=True)
+@spec(Kind.LOAD, Result.COLLECT)
 def agentcore_settings() -> SettingsSection | None:
     """Declare this plugin's settings: the section it reads and the model that validates it.
 
@@ -61,7 +71,7 @@ def agentcore_settings() -> SettingsSection | None:
     """
 
 
-@hookspec
+@spec(Kind.LOAD, Result.COLLECT)
 def agentcore_provider_kinds() -> Mapping[str, ProviderFactory] | None:
     """Contribute provider kinds: kind name -> factory, ``factory(name, config, inference)``.
 
@@ -75,7 +85,7 @@ def agentcore_provider_kinds() -> Mapping[str, ProviderFactory] | None:
     """
 
 
-@hookspec
+@spec(Kind.LIFECYCLE)
 def agentcore_start(context: PluginContext) -> None:
     """The kernel is starting: keep `context` (settings, traces, waits, inferences).
 
@@ -84,7 +94,7 @@ def agentcore_start(context: PluginContext) -> None:
     """
 
 
-@hookspec
+@spec(Kind.LIFECYCLE, failure=Failure.LOGGED)
 def agentcore_stop() -> None:
     """The kernel is stopping: release waiters and resources. Exceptions are logged."""
 
@@ -92,7 +102,7 @@ def agentcore_stop() -> None:
 # -- each attempt ------------------------------------------------------------
 
 
-@hookspec
+@spec(Kind.DECISION)
 def on_admission(attempt: Attempt) -> None:
     """Called before every attempt's provider call; every implementation runs, in order.
 
@@ -103,7 +113,7 @@ def on_admission(attempt: Attempt) -> None:
     """
 
 
-@hookspec
+@spec(Kind.IN_PATH, Result.CHAIN)
 def on_stream_event(attempt: Attempt, event: StreamEvent) -> StreamEvent | None:
     """Called for every event of a streamed attempt, before the consumer sees it.
 
@@ -112,7 +122,7 @@ def on_stream_event(attempt: Attempt, event: StreamEvent) -> StreamEvent | None:
     """
 
 
-@hookspec(firstresult=True)
+@spec(Kind.DECISION, Result.FIRST)
 def on_inference_error(attempt: Attempt, error: InferenceError) -> Decision | None:
     """An attempt failed before anything visible reached the consumer: retry or give up?
 
@@ -123,7 +133,7 @@ def on_inference_error(attempt: Attempt, error: InferenceError) -> Decision | No
     """
 
 
-@hookspec
+@spec(Kind.IN_PATH)
 def on_attempt_end(attempt: Attempt, error: InferenceError | None) -> None:
     """Every attempt's outcome, success (`error` None) or failure: record policy state here.
 
@@ -139,7 +149,7 @@ def on_attempt_end(attempt: Attempt, error: InferenceError | None) -> None:
 # -- the host's own turns ------------------------------------------------------
 
 
-@hookspec
+@spec(Kind.IN_PATH, Result.COLLECT)
 def on_host_turn_context(inference: Inference) -> Sequence[Injection] | None:
     """Before one of the host's own turns (`inference.request.turn` is set) runs: the
     context to add to it, as `Injection`s. Every implementation is awaited, in order,
@@ -150,7 +160,7 @@ def on_host_turn_context(inference: Inference) -> Sequence[Injection] | None:
     """
 
 
-@hookspec
+@spec(Kind.IN_PATH)
 def on_host_turn_start(inference: Inference) -> None:
     """A host turn was admitted: its first attempt passed `on_admission`. Once per turn.
 
@@ -159,7 +169,7 @@ def on_host_turn_start(inference: Inference) -> None:
     """
 
 
-@hookspec
+@spec(Kind.IN_PATH)
 def on_host_turn_end(inference: Inference, ending: TurnEnding) -> None:
     """A started host turn ended: ``completed`` (with usage), ``failed`` (a stream that
     failed after visible text included) or ``aborted`` (cancelled, or the host shut down).
@@ -172,12 +182,12 @@ def on_host_turn_end(inference: Inference, ending: TurnEnding) -> None:
 # -- waits ---------------------------------------------------------------------
 
 
-@hookspec
+@spec(Kind.OBSERVER)
 def on_wait_start(wait: Wait) -> None:
     """A call began to wait, for a hold or a retry backoff. An observer: never waited for."""
 
 
-@hookspec
+@spec(Kind.OBSERVER)
 def on_wait_end(wait: Wait) -> None:
     """A wait ended (elapsed, released, or cut short by shutdown). An observer: never waited for.
 
@@ -189,7 +199,7 @@ def on_wait_end(wait: Wait) -> None:
 # -- traces ------------------------------------------------------------------
 
 
-@hookspec
+@spec(Kind.OBSERVER)
 def on_trace(event: TraceEvent) -> None:
     """Every trace event, in the order emitted. Sinks observe; a sink never breaks inference.
 
@@ -201,7 +211,7 @@ def on_trace(event: TraceEvent) -> None:
 # -- MCPL --------------------------------------------------------------------
 
 
-@hookspec
+@spec(Kind.LOAD, Result.COLLECT, failure=Failure.LOGGED)
 def agentcore_mcpl_capabilities() -> Mapping[str, Any] | None:
     """The MCPL host capabilities this plugin's policy provides, in SPEC §5.2's shape
     (``{"inferenceLifecycle": True}``, ``{"contextHooks": {"beforeInference": True}}``).
@@ -214,7 +224,7 @@ def agentcore_mcpl_capabilities() -> Mapping[str, Any] | None:
     """
 
 
-@hookspec(firstresult=True)
+@spec(Kind.DECISION, Result.FIRST)
 def on_mcpl_request(request: McplRequest) -> Any:
     """An inbound MCPL request that passed the grant and feature-set checks.
 
@@ -224,7 +234,7 @@ def on_mcpl_request(request: McplRequest) -> Any:
     """
 
 
-@hookspec(firstresult=True)
+@spec(Kind.DECISION, Result.FIRST)
 def on_push_event(event: PushEvent) -> PushAnswer | None:
     """An MCPL `push/event` (SPEC §9) that passed the grant and feature-set checks.
 
@@ -237,4 +247,7 @@ def on_push_event(event: PushEvent) -> PushAnswer | None:
     """
 
 
-__all__ = ["PROJECT", "hookimpl", "hookspec"]
+RULES: Mapping[str, HookRule] = rules_of(globals())
+"""Every hook's rule, by name: the table `agentcore.hooks` follows."""
+
+__all__ = ["PROJECT", "RULES", "hookimpl", "hookspec", "spec"]

@@ -186,9 +186,10 @@ class Kernel:
                 _register(pm, record)  # validates the hook implementations
         kinds = ProviderKinds()
         sections: dict[str, Any] = {}
+        declarations = Hooks(pm)
         for record in records:
             if record.state == "active":
-                _declare(pm, record, kinds)
+                _declare(pm, declarations, record, kinds)
             if record.section is not None:
                 sections[record.section.path] = record.section.model
             elif record.state != "active":  # its section is accepted, not read
@@ -225,8 +226,8 @@ class Kernel:
             context = self._context(record)
             try:
                 await self.hooks.start_plugin(record.name, context)
-            except Exception as exc:
-                record.state, record.error = "failed", f"start failed: {type(exc).__name__}: {exc}"
+            except PluginError as error:
+                record.state, record.error = "failed", error.reason
                 failed.append(record)
                 self._pm.unregister(name=record.name)
         self.hooks.refresh()
@@ -741,11 +742,13 @@ def _register(pm: pluggy.PluginManager, record: PluginRecord) -> None:
         record.fail(f"hook wrappers are not supported ({', '.join(wrappers)})")
 
 
-def _declare(pm: pluggy.PluginManager, record: PluginRecord, kinds: ProviderKinds) -> None:
+def _declare(
+    pm: pluggy.PluginManager, hooks: Hooks, record: PluginRecord, kinds: ProviderKinds
+) -> None:
     """Read what an active plugin declares at load: its settings section, its provider
     kinds. A plugin that fails here is unregistered, and contributes nothing."""
-    read_section(record)
-    contributed = read_kinds(record) if record.state == "active" else {}
+    read_section(record, hooks.settings_section)
+    contributed = read_kinds(record, hooks.provider_kinds) if record.state == "active" else {}
     if record.state == "active":
         try:
             kinds.add(record.name, contributed)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import inspect
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from agentcore.default_plugins import BUILTIN
+from agentcore.inference import PluginError
 from agentcore.log import plugin_module
 from agentcore.settings_checks import did_you_mean
 
@@ -242,35 +242,30 @@ def instantiate(obj: object) -> object:
 # -- what a plugin declares at load --------------------------------------------------------
 
 
-def _declared(record: PluginRecord, hook: str) -> Any:
-    """Call one of the load-time hooks on the plugin; a failure fails the record (None)."""
-    implementation = getattr(record.plugin, hook, None)
-    if implementation is None:
-        return None
+def read_section(record: PluginRecord, ask: Callable[[str], object]) -> None:
+    """`agentcore_settings`: the section this plugin reads, kept on the record.
+
+    `ask` is `Hooks.settings_section`: the plugin's answer, by the hook's rule."""
     try:
-        result = implementation()
-    except Exception as exc:
-        record.fail(f"{hook} raised {type(exc).__name__}: {exc}")
-        return None
-    if inspect.iscoroutine(result):
-        result.close()
-        record.fail(f"{hook} must be a plain function: it is called before any loop runs")
-        return None
-    return result
-
-
-def read_section(record: PluginRecord) -> None:
-    """`agentcore_settings`: the section this plugin reads, kept on the record."""
-    section = _declared(record, "agentcore_settings")
+        section = ask(record.name)
+    except PluginError as error:
+        record.fail(error.reason)
+        return
     if section is not None and not isinstance(section, SettingsSection):
         record.fail("agentcore_settings must return a SettingsSection")
         return
     record.section = section
 
 
-def read_kinds(record: PluginRecord) -> Mapping[str, ProviderFactory]:
-    """`agentcore_provider_kinds`: the provider kinds this plugin contributes."""
-    kinds = _declared(record, "agentcore_provider_kinds")
+def read_kinds(record: PluginRecord, ask: Callable[[str], object]) -> Mapping[str, ProviderFactory]:
+    """`agentcore_provider_kinds`: the provider kinds this plugin contributes.
+
+    `ask` is `Hooks.provider_kinds`: the plugin's answer, by the hook's rule."""
+    try:
+        kinds = ask(record.name)
+    except PluginError as error:
+        record.fail(error.reason)
+        return {}
     if kinds is None:
         return {}
     if not isinstance(kinds, Mapping):

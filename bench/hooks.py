@@ -11,8 +11,9 @@ it for every token. It is measured against, in the same run:
   implementations, which is why the kernel has its own layer).
 
 Also shown: `hooks.stream_event_sync`, the path the pipeline takes when no
-implementation is async (no coroutine per event), and the same dispatch over
-four `async def` implementations.
+implementation is async (no coroutine per event), the same dispatch over
+four `async def` implementations, and `hooks.trace`, the inline observer path
+(four plain-function `on_trace` sinks), which every trace event takes.
 
 Each figure is the best of several rounds of many iterations, amortized per call
 (time.perf_counter). Target: under 2 µs per dispatch. Run: ``python bench/hooks.py``.
@@ -32,6 +33,7 @@ from agentcore import hookimpl
 from agentcore.hooks import Hooks, plugin_manager
 from agentcore.inference import Message, Request, StreamEvent, Token
 from agentcore.inference.calls import Attempt, Inference
+from agentcore.traces import TraceEvent
 
 TARGET_NS = 2000.0
 
@@ -52,6 +54,10 @@ def make_plugin(index: int, *, is_async: bool) -> object:
 
             @hookimpl
             def on_stream_event(self, attempt: Attempt, event: StreamEvent) -> None:
+                self.seen += 1
+
+            @hookimpl
+            def on_trace(self, event: TraceEvent) -> None:
                 self.seen += 1
 
     Observer.__name__ = f"Observer{index}"
@@ -114,6 +120,15 @@ async def main(n: int, rounds: int) -> int:
             await async_dispatch(attempt, event)
         return time.perf_counter() - start
 
+    trace = hooks.trace
+    trace_event = TraceEvent("inference:start", {"inferenceId": "inf_bench"})
+
+    async def observe_round(count: int) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            trace(trace_event)
+        return time.perf_counter() - start
+
     async def plain_round(count: int) -> float:
         start = time.perf_counter()
         for _ in range(count):
@@ -143,6 +158,9 @@ async def main(n: int, rounds: int) -> int:
     assert await async_dispatch(attempt, event) is event
     assert hooks.stream_sync and not async_hooks.stream_sync
     assert hooks.implementers("on_stream_event") == [f"observer-{i}" for i in (3, 2, 1, 0)]
+    seen = sum(p.seen for p in pm.get_plugins())
+    trace(trace_event)
+    assert sum(p.seen for p in pm.get_plugins()) == seen + 4
 
     best = await best_of(
         rounds,
@@ -153,6 +171,7 @@ async def main(n: int, rounds: int) -> int:
         kernel_sync=kernel_sync_round,
         kernel_async=kernel_async_round,
         pluggy=pluggy_round,
+        observe=observe_round,
     )
     floor = best["plain"]
     rows = [
@@ -162,6 +181,7 @@ async def main(n: int, rounds: int) -> int:
         ("kernel.hooks.stream_event_sync (pipeline path)", "kernel_sync"),
         ("kernel.hooks.stream_event (awaited, async impls)", "kernel_async"),
         ("pluggy pm.hook.on_stream_event (sync impls)", "pluggy"),
+        ("kernel.hooks.trace (inline observers, 4 on_trace)", "observe"),
     ]
     print(f"on_stream_event dispatch, 4 plugins registered; best of {rounds} x {n:,} calls")
     print(f"python {platform.python_version()}, {platform.machine()} {platform.system()}")

@@ -112,3 +112,5 @@ class PluginError(Exception):
     def __init__(self, plugin: str, message: str) -> None:
         super().__init__(f"plugin {plugin!r}: {message}")
         self.plugin = plugin
+        self.reason = message
+        """What failed, without the plugin's name (a plugin's record names it already)."""

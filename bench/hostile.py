@@ -1,7 +1,7 @@
 """The soak's hostile mix: MCPL servers that try to exhaust the host (issue 22), run
 beside the normal ones while they are served.
 
-Three stdio servers (``tests/e2e/servers/hostile_server.py``, real subprocesses the host
+Three stdio servers (``agentcore/testing/hostile_server.py``, real subprocesses the host
 spawns), connected from the start and probing together once the soak says go (the
 first round of load):
 
@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from agentcore.testing import Scenario
+from agentcore.testing.mcpl_server import HOSTILE_SERVER as SERVER
 
-REPO = Path(__file__).resolve().parents[1]
-SERVER = REPO / "tests" / "e2e" / "servers" / "hostile_server.py"
 HOG_MARKER = "hostile-hog"
 HOG_IN_FLIGHT = 4
 HOG_QUEUED_BYTES = 32 * 1024

@@ -11,8 +11,8 @@ What runs, as in a deployment:
   so concurrent calls and their retries each play what their request's plan says;
 - several MCPL servers: stdio ones (the end-to-end suite's relay, a real subprocess the host
   spawns and respawns) and WebSocket ones (a real socket the host connects to), all played
-  by `e2e_support.ServerSession` here, each driven by a `Driver` that keeps a window of
-  requests in flight.
+  by `agentcore.testing.mcpl_server.ServerSession` here, each driven by a `Driver` that
+  keeps a window of requests in flight.
 
 Every request gets a plan from the seed (`plan`): its server, wire, streamed or whole, and
 its fault, which says what the provider plays on each attempt and what the answer must be
@@ -68,22 +68,15 @@ from typing import Any
 import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "e2e"))
+sys.path.insert(0, str(Path(__file__).parent))  # `hostile`, beside this file, run as a script
 
-from e2e_support import (  # noqa: E402
-    AGENTCORE,
-    Hub,
-    Received,
-    ServerSession,
-    StdioHub,
-    WsHub,
-    rewrite_settings,
-)
 from hostile import Hostile  # noqa: E402
 
 from agentcore.testing import API_KEY_ENV, Call, LoopbackServer, Scenario  # noqa: E402
+from agentcore.testing.mcpl_server import Hub, Received, ServerSession, StdioHub, WsHub  # noqa: E402
 from agentcore.testing.redis import RedisServer, free_port  # noqa: E402
 from agentcore.testing.scenarios import count_words, split_words  # noqa: E402
+from agentcore.testing.serve import AGENTCORE, rewrite_settings  # noqa: E402
 
 # -- the host's settings ----------------------------------------------------------------
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 from e2e_rig import RigFactory
-from e2e_support import AGENTCORE, REPO, finish, until
+from e2e_support import AGENTCORE, HOSTILE_SERVER, REPO, finish, until
 
 from agentcore.testing import LoopbackServer, Scenario
 
-HOSTILE = Path(__file__).parent / "servers" / "hostile_server.py"
+HOSTILE = HOSTILE_SERVER
 RSS_BOUND_KB = 300 * 1024
 # What model/info needs to answer at all (every §12.2 field known) for a test model.
 KNOWN_MODEL = {"vendor": "anthropic", "context_window": 200_000, "capabilities": ["tools"]}

@@ -3,7 +3,7 @@
 The host runs this as a real stdio MCPL server. It carries every line the host
 writes on its stdin to the test, and every line the test sends to its stdout,
 unchanged: the MCPL server's logic (handshake, requests, recording) runs in the
-test process (`e2e_support.ServerSession`), the same code that plays the server
+test process (`agentcore.testing.mcpl_server.ServerSession`), the same code that plays the server
 behind a WebSocket. It connects to the test at ``$MCPL_E2E_RELAY``
 (``HOST:PORT``) and first sends ``{"relay": {"pid": PID, "tag": TAG}}``, so the
 test can check that the process is gone after shutdown, also when it is a

@@ -155,8 +155,13 @@ def main() -> int:
         else:
             count = int(os.environ.get("HOSTILE_REQUESTS", "20"))
             ids, probe = set(range(100, 100 + count)), params(count)
+
         # From a thread, so that answers are read meanwhile.
-        threading.Thread(target=lambda: [write(m) for m in probe], daemon=True).start()
+        def send_all(messages: Iterator[dict[str, Any]]) -> None:
+            for message in messages:
+                write(message)
+
+        threading.Thread(target=send_all, args=(probe,), daemon=True).start()
     answers: dict[int, Any] = {}
     for message in incoming:
         rid = message.get("id")

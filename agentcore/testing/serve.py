@@ -1,0 +1,134 @@
+"""``agentcore serve`` as a real subprocess, its traces, and waiting on processes: the
+helpers agentcore's end-to-end tests and its benches share."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from agentcore.markers import hookimpl
+from agentcore.testing.mcpl_server import TIMEOUT_S
+from agentcore.traces import TraceEvent
+
+AGENTCORE = str(Path(sys.executable).with_name("agentcore"))
+"""The ``agentcore`` command of the running interpreter's environment."""
+
+# -- agentcore serve, a real subprocess --------------------------------------------
+
+
+async def serve(
+    settings: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        AGENTCORE,
+        "serve",
+        "--settings",
+        str(settings),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def without_agentcore_env() -> dict[str, str]:
+    """This environment less any AGENTCORE_* overrides, so only the settings file counts."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
+
+
+async def finish(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    """Wait for the process to exit (at most 10 s: docs/cli.md's bound) and read its output."""
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 10.0)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError("agentcore serve did not exit within 10 s") from None
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+# -- traces ----------------------------------------------------------------------
+
+
+class TraceCapture:
+    """A plugin that keeps every trace (``Kernel.load(..., plugins={"capture": it})``)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    @hookimpl
+    def on_trace(self, event: TraceEvent) -> None:
+        self.events.append(event.to_dict())
+
+    def of(self, *types: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] in types]
+
+    def mcpl(self, request_id: Any) -> list[dict[str, Any]]:
+        """The mcpl:* traces of one request, without their timestamps."""
+        return [
+            {k: v for k, v in e.items() if k != "timestamp"}
+            for e in self.events
+            if e["type"].startswith("mcpl:") and e.get("requestId") == request_id
+        ]
+
+
+def pid_alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):  # gone, or going while we read
+        return False
+
+
+async def wait_gone(pid: int, timeout: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} still running")
+        await asyncio.sleep(0.01)
+
+
+@contextlib.contextmanager
+def env(**values: str) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# -- live changes ---------------------------------------------------------------------
+
+
+def rewrite_settings(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Edit a settings file in place, as an operator would before sending SIGHUP."""
+    import tomllib
+
+    from agentcore.testing.server import to_toml
+
+    data = tomllib.loads(path.read_text())
+    change(data)
+    path.write_text(to_toml(data))
+
+
+async def until(condition: Callable[[], object], timeout: float = TIMEOUT_S) -> None:
+    """Wait until `condition()` is true (polled); AssertionError after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout} s: {condition}")
+        await asyncio.sleep(0.005)

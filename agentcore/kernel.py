@@ -69,7 +69,6 @@ from agentcore.plugins import (
     unknown_disabled,
 )
 from agentcore.providers import KindClash, Provider, ProviderKinds
-from agentcore.redaction import redact_value
 from agentcore.settings import (
     LoadedSettings,
     Settings,
@@ -331,10 +330,11 @@ class Kernel:
         self.emit_now(type, subject=subject, **fields)
 
     def emit_now(self, type: str, *, subject: object = None, **fields: Any) -> None:
-        """Every trace goes out here: its fields are redacted before any observer sees them.
+        """Every trace goes out here. Its fields are redacted before any observer sees them,
+        on the first read (`TraceEvent.fields`), so a trace no observer reads costs none.
         It never waits for an observer, so plain functions may emit too. `subject` is what
         the trace is about (`TraceEvent.subject`), for observers only: never serialized."""
-        self.hooks.trace(TraceEvent(type, redact_value(fields), subject=subject))
+        self.hooks.trace(TraceEvent(type, fields, subject=subject))
 
     @asynccontextmanager
     async def waiting(

@@ -7,9 +7,10 @@ Bearer sk-..." in its error body), in any case, or split by whitespace in one pl
 (a model that echoes a key upper-cased, or wraps it at a line's end). The settings
 loader registers every secret the settings configure (`settings_secrets`); a
 provider registers each key it resolves. The exits call `redact`: CLI output, every
-MCPL frame (`JsonRpcPeer._send`), trace fields before observers see them, logs and
-trace lines (`redact_log`, which also masks header-shaped credentials nobody
-registered), and `agentcore settings` (`shown_setting`, which masks by name too).
+MCPL frame (`JsonRpcPeer._send`), trace fields when first read (`TraceEvent.fields`,
+before any observer sees them), logs and trace lines (`redact_log`, which also masks
+header-shaped credentials nobody registered), and `agentcore settings` (`shown_setting`,
+which masks by name too).
 
 `redact` is on the hot path of every MCPL frame: with nothing registered it is
 an empty loop; otherwise one substring test per registered form, then one per half
@@ -233,17 +234,51 @@ def redact_log(text: str) -> str:
 
 def redact_value(value: Any) -> Any:
     """`value` with every string in it (nested in dicts, lists, tuples) redacted; other
-    objects as they are. For trace fields, before any observer sees them."""
+    objects as they are. For trace fields, before any observer sees them.
+
+    Every string of `value` is tested at once, joined (`_may_hold_secret`): a value with no
+    piece of a secret in it, nearly every trace, is handed back as it is, without a walk
+    that rebuilds it string by string."""
     if not _ordered:
         return value
     if isinstance(value, str):
         return redact(value)
+    if not _may_hold_secret("\0".join(_strings(value, []))):
+        return value
+    return _redact_each(value)
+
+
+def _may_hold_secret(text: str) -> bool:
+    """Whether `redact` could change `text`: it holds a registered form or an anchor."""
+    if any(secret in text for secret in _ordered):
+        return True
+    lowered = text.lower()
+    return any(anchor in lowered for anchor in _anchors)
+
+
+def _strings(value: Any, into: list[str]) -> list[str]:
+    """Every string in `value` (keys too), appended to `into`."""
+    if isinstance(value, str):
+        into.append(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _strings(key, into)
+            _strings(item, into)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _strings(item, into)
+    return into
+
+
+def _redact_each(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
     if isinstance(value, dict):
-        return {redact_value(k): redact_value(v) for k, v in value.items()}
+        return {_redact_each(k): _redact_each(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_value(v) for v in value]
+        return [_redact_each(v) for v in value]
     if isinstance(value, tuple):
-        return tuple(redact_value(v) for v in value)
+        return tuple(_redact_each(v) for v in value)
     return value
 
 

@@ -14,13 +14,13 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, overload
 
 from loguru import logger
 
 from agentcore.markers import hookimpl
 from agentcore.plugins import SettingsSection
-from agentcore.redaction import redact_log
+from agentcore.redaction import redact_log, redact_value
 from agentcore.settings import TracesSettings
 
 if TYPE_CHECKING:
@@ -29,10 +29,35 @@ if TYPE_CHECKING:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-@dataclass(slots=True)
+class _RedactedOnRead:
+    """`TraceEvent.fields`: kept as given, redacted the first time anyone reads them, once.
+
+    No observer can see a field before it is redacted (every read goes through here), and a
+    trace that no observer reads (most, when no sink is configured) costs no redaction;
+    one that several read is redacted once, not per observer."""
+
+    @overload
+    def __get__(self, event: None, owner: type[TraceEvent]) -> None: ...
+    @overload
+    def __get__(self, event: TraceEvent, owner: type[TraceEvent]) -> dict[str, Any]: ...
+    def __get__(self, event: TraceEvent | None, owner: type[TraceEvent]) -> dict[str, Any] | None:
+        if event is None:
+            return None  # the dataclass's default: no fields (`__set__` makes it {})
+        state = event.__dict__
+        redacted: dict[str, Any] | None = state["_redacted"]
+        if redacted is None:
+            redacted = state["_redacted"] = redact_value(state.pop("_given"))
+        return redacted
+
+    def __set__(self, event: TraceEvent, fields: dict[str, Any] | None) -> None:
+        event.__dict__.update(_given={} if fields is None else fields, _redacted=None)
+
+
+@dataclass
 class TraceEvent:
     type: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: _RedactedOnRead = _RedactedOnRead()
+    """The trace's camelCase fields, every secret in them redacted (`_RedactedOnRead`)."""
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
     subject: object = field(default=None, repr=False, compare=False)
     """What the trace is about, for in-process observers that opt in to content: the

@@ -24,11 +24,15 @@ For N in `--sizes` it runs the relay and then agentcore (``--host`` picks one) o
 same scenario and prints, for each, chunks per second (all chunks, over the time from
 the first request to the last answer), the added latency per chunk (arrival at the MCPL
 server minus the provider's emission, same clock; p50, p99, max), the host process's
-peak RSS (VmHWM) and its CPU time per chunk and share of one CPU; then agentcore's p99
-and CPU per chunk as ratios to the relay's. Every request must be answered with a result
-and exactly its chunks, in order, by either host. Each N runs `--rounds` times, the hosts
-taking turns to go first, and each host's medians over the rounds are printed and
-compared: on a shared two-CPU machine one round's p99 swings several-fold. Target:
+peak RSS (VmHWM), its idle RSS (served, handshake done, before the first request), the
+RSS each stream adds ((peak - idle) / N), and its CPU time per chunk and share of one CPU;
+then agentcore's p99, CPU per chunk and RSS per stream as ratios to the relay's (targets:
+CPU 1.1x, RSS per stream 1.5x, idle RSS at most 40 MB). The server's bound on requests in
+flight (`max_requests_in_flight`) is set to N: the bench sends them all at once. Every
+request must be answered with a result and exactly its chunks, in order, by either host.
+Each N runs `--rounds` times, the hosts taking turns to go first, and each host's medians
+over the rounds are printed and compared: on a shared two-CPU machine one round's p99
+swings several-fold. Target:
 agentcore at N = 1000, every request answered, median p99 added latency under 5 ms.
 
     .venv/bin/python bench/mcpl_router.py [--sizes 10,100,1000] [--chunks 20]
@@ -364,10 +368,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def peak_rss_kb(pid: int) -> int:
+def rss_kb(pid: int, field: str = "VmHWM") -> int:
+    """The process's peak RSS (``VmHWM``) or its RSS now (``VmRSS``), in KiB."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     return 0
 
@@ -423,6 +428,7 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
                         "env": {"BENCH_N": str(n), "BENCH_OUT": out_path},
                         "grant": ["inferenceRequest", "inferenceRequest.streaming"],
                         "max_frame_bytes": 64 * 1024 * 1024,
+                        "max_requests_in_flight": n,  # all N at once: the bench's point
                     }
                 },
                 "routing": {"default": "lb:claude-bench"},
@@ -443,7 +449,7 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
     log = open(os.path.join(directory, f"{host}-{n}.log"), "wb")  # noqa: SIM115
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     deadline = time.monotonic() + args.timeout
-    rss = 0
+    rss = idle = 0
     cpu_start = cpu_end = 0.0
     try:
         while not cpu_start:
@@ -453,16 +459,17 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
                 raise SystemExit(f"N={n}: the server did not start in {args.timeout} s")
             if os.path.exists(out_path + ".started"):
                 cpu_start = cpu_s(process.pid)
+                idle = rss_kb(process.pid, "VmRSS")  # served, handshake done, no request yet
             time.sleep(0.002)
         while not os.path.exists(out_path):
             if process.poll() is not None:
                 raise SystemExit(f"{name} exited with {process.returncode}; see {log.name}")
             if time.monotonic() > deadline:
                 raise Unfinished(f"not every request was answered within {args.timeout:g} s")
-            rss = max(rss, peak_rss_kb(process.pid))
+            rss = max(rss, rss_kb(process.pid))
             time.sleep(0.05)
         cpu_end = cpu_s(process.pid)
-        rss = max(rss, peak_rss_kb(process.pid))
+        rss = max(rss, rss_kb(process.pid))
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=15)
     finally:
@@ -514,6 +521,8 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
         "p99_ms": percentile(added, 99),
         "max_ms": max(added, default=float("nan")),
         "rss_mb": rss / 1024,
+        "idle_mb": idle / 1024,
+        "kb_per_stream": (rss - idle) / n,
         "cpu_us_per_chunk": (cpu_end - cpu_start) / max(1, len(added)) * 1e6,
         "cpu_share": (cpu_end - cpu_start) / wall,
     }
@@ -524,14 +533,16 @@ def row(n: int, host: str, r: dict[str, Any], label: str = "") -> str:
     return (
         f"{n:>6} {host:>9} {r['chunks']:>8.0f} {r['chunks_per_s']:>9.0f} "
         f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['max_ms']:>8.2f} "
-        f"{r['rss_mb']:>6.1f} MB {r['cpu_us_per_chunk']:>11.0f} µs "
+        f"{r['rss_mb']:>6.1f} MB {r['idle_mb']:>6.1f} MB {r['kb_per_stream']:>7.1f} KB "
+        f"{r['cpu_us_per_chunk']:>11.0f} µs "
         f"{r['cpu_share']:>7.0%}  {answered}"
     )
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each number's median over the rounds (a round's p99 swings several-fold here)."""
-    numbers = ("chunks", "chunks_per_s", "p50_ms", "p99_ms", "max_ms", "rss_mb")
+    numbers = ("chunks", "chunks_per_s", "p50_ms", "p99_ms", "max_ms", "rss_mb", "idle_mb")
+    numbers += ("kb_per_stream",)
     more = ("cpu_us_per_chunk", "cpu_share", "wall_s", "answered")
     return {key: statistics.median(r[key] for r in runs) for key in numbers + more}
 
@@ -566,7 +577,8 @@ def main() -> int:
     )
     header = f"{'N':>6} {'host':>9} {'chunks':>8} {'chunks/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
     print(
-        header + f"{'max ms':>8} {'peak RSS':>9} {'host CPU/chunk':>14} {'host CPU':>8}  answered"
+        header + f"{'max ms':>8} {'peak RSS':>9} {'idle RSS':>9} {'RSS/stream':>10} "
+        f"{'host CPU/chunk':>14} {'host CPU':>8}  answered"
     )
     failed = missed = False
     keep = os.environ.get("BENCH_KEEP")
@@ -607,7 +619,9 @@ def main() -> int:
                 print(
                     f"{n:>6} {'ratio':>9}  agentcore/relay: p99 "
                     f"{ours['p99_ms'] / floor['p99_ms']:.1f}x, host CPU per chunk "
-                    f"{ours['cpu_us_per_chunk'] / floor['cpu_us_per_chunk']:.2f}x"
+                    f"{ours['cpu_us_per_chunk'] / floor['cpu_us_per_chunk']:.2f}x, RSS growth "
+                    f"per stream {ours['kb_per_stream'] / floor['kb_per_stream']:.2f}x "
+                    f"(target 1.5x), idle RSS {ours['idle_mb']:.1f} MB (target 40)"
                 )
     if failed:
         print("failed: a host did not answer every request with a result and its chunks")

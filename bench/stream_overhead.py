@@ -14,12 +14,15 @@ by the loopback server (`agentcore.testing`, on its own thread) and consumed by
   (i) (b) with the otel plugin exporting spans and metrics (OTLP/HTTP, to a sink that drops),
 
 in one run; (a) reads through httpx's default transport (httpcore), (b) through the
-providers' streaming driver on aiohttp. CPU is `time.thread_time()` of the consuming
-thread, so the server's own work is not counted. Start-up is taken out by running two
-sizes and dividing the difference in CPU by the difference in chunks; each size is run
-a few times,
-in rounds that interleave the peers, and the fastest run kept. Prints CPU µs per
-chunk, CPU seconds per 10,000 chunks and each ratio to (a). Targets: (b) at most
+providers' streaming driver on aiohttp. Each peer runs in a process of its own (this
+file, ``--peer X``), so that work a peer leaves behind on its loop or in its threads
+(LiteLLM's logging) is charged to it and to no other; the loopback server (and the OTLP
+sink) run in the parent, so their work is not counted. CPU is the peer process's, every
+thread included (`time.process_time`), from a run's start until the process is quiet
+again after it. Start-up is taken out by running two sizes and dividing the difference
+in CPU by the difference in chunks; each size is run a few times, in rounds that
+interleave the peers, and the fastest run kept. Prints CPU µs per chunk, CPU seconds per
+10,000 chunks and each ratio to (a). Targets: (b) at most
 1.2x (a), and below (c) and (d); (e), (f) and (i) at most 1.1x (b); (h) at most 1.3x (g).
 
     .venv/bin/python bench/stream_overhead.py [--small 10000] [--large 50000] [--repeat 5]
@@ -34,6 +37,8 @@ import gc
 import http.server
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -42,36 +47,46 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from agentcore.inference import Message, Request, Token
-from agentcore.kernel import Kernel
-from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+from agentcore.testing import API_KEY, API_KEY_ENV, Call, LoopbackServer, Scenario
 
 MODEL = "bench-model"
 Runner = Callable[[int], Awaitable[int]]
+Setup = Callable[[dict[str, Any]], Awaitable[tuple[Runner, Callable[[], Awaitable[None]]]]]
 
 
-def body() -> dict[str, object]:
+def prompt(n: int) -> str:
+    """The prompt of a run of `n` chunks: the server reads `n` back from it (`scenario`)."""
+    return f"stream {n} chunks, please"
+
+
+def scenario(call: Call) -> Scenario | None:
+    """The loopback server's pick for a call: a long stream of as many chunks as it asks."""
+    found = re.search(r"stream (\d+) chunks", json.dumps(call.body))
+    return Scenario.long(int(found.group(1))) if found else None
+
+
+def body(n: int) -> dict[str, object]:
     return {
         "model": MODEL,
-        "messages": [{"role": "user", "content": "stream, please"}],
+        "messages": [{"role": "user", "content": prompt(n)}],
         "stream": True,
         "stream_options": {"include_usage": True},
     }
 
 
-async def raw_httpx(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
-    client = httpx.AsyncClient(base_url=server.base_url("openai"))
+# -- the peers, each run in a process of its own (`--peer`) --------------------------------
+
+
+async def raw_httpx(config: dict[str, Any]) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    import httpx
+
+    client = httpx.AsyncClient(base_url=config["openai_url"])
     headers = {"authorization": f"Bearer {API_KEY}"}
 
     async def run(n: int) -> int:
-        server.script(Scenario.long(n))
         seen = 0
-        async with client.stream(
-            "POST", "/chat/completions", json=body(), headers=headers
-        ) as response:
-            async for line in response.aiter_lines():
+        async with client.stream("POST", "/chat/completions", json=body(n), headers=headers) as r:
+            async for line in r.aiter_lines():
                 if not line.startswith("data: "):
                     continue
                 data = line[6:]
@@ -85,9 +100,121 @@ async def raw_httpx(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaita
     return run, client.aclose
 
 
+async def kernel_stream(config: dict[str, Any]) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    """`kernel.stream` over the settings the parent wrote (one provider, ``bench``)."""
+    from agentcore.inference import Message, Request, Token
+    from agentcore.kernel import Kernel
+
+    kernel = Kernel.load(config["settings"])  # every default plugin, from entry points
+    await kernel.start()
+    active = [r.name for r in kernel.records if r.state == "active"]
+    print(f"plugins active: {', '.join(active) or 'none'}", file=sys.stderr)
+
+    async def run(n: int) -> int:
+        request = Request(f"bench:{MODEL}", [Message.user(prompt(n))], max_tokens=1_000_000)
+        seen = 0
+        async for event in kernel.stream(request):
+            if type(event) is Token and event.visible:
+                seen += 1
+        return seen
+
+    return run, kernel.stop
+
+
+async def openai_sdk(config: dict[str, Any]) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=config["openai_url"], api_key=API_KEY, max_retries=0)
+
+    async def run(n: int) -> int:
+        seen = 0
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": prompt(n)}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                seen += 1
+        return seen
+
+    return run, client.close
+
+
+async def litellm_sdk(config: dict[str, Any]) -> tuple[Runner, Callable[[], Awaitable[None]]]:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+
+    async def run(n: int) -> int:
+        seen = 0
+        stream = await litellm.acompletion(
+            model=f"openai/{MODEL}",
+            api_base=config["openai_url"],
+            api_key=API_KEY,
+            messages=[{"role": "user", "content": prompt(n)}],
+            stream=True,
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                seen += 1
+        return seen
+
+    async def close() -> None:
+        return None
+
+    return run, close
+
+
+SETUPS: dict[str, Setup] = {"httpx": raw_httpx, "kernel": kernel_stream}
+SETUPS |= {"openai": openai_sdk, "litellm": litellm_sdk}
+
+
+async def settled_cpu() -> float:
+    """The process's CPU seconds, every thread's, once it is quiet: what a run left on the
+    loop or in threads (LiteLLM's logging) is its own cost and is counted."""
+    while True:
+        before = time.process_time()
+        await asyncio.sleep(0.05)
+        after = time.process_time()
+        if after - before < 0.002:
+            return after
+
+
+async def serve_peer(config: dict[str, Any]) -> int:
+    """One peer's process: set up, warm up, then for each line ``N`` on stdin run `N` chunks
+    and answer its CPU seconds on stdout."""
+    try:
+        run, close = await SETUPS[config["setup"]](config)
+    except ImportError as exc:
+        print(json.dumps({"skipped": exc.name}), flush=True)
+        return 0
+    await run(1000)  # warm-up: connections, imports, caches
+    print(json.dumps({"ready": True}), flush=True)
+    loop = asyncio.get_running_loop()
+    try:
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            n = int(line)
+            gc.collect()
+            start = await settled_cpu()
+            seen = await run(n)
+            spent = await settled_cpu() - start
+            if seen != n:
+                raise RuntimeError(f"expected {n} chunks, saw {seen}")
+            print(json.dumps({"cpu_s": spent}), flush=True)
+    finally:
+        await close()
+    return 0
+
+
+# -- the parent: the loopback server, the OTLP sink, and the rounds -----------------------
+
+
 class _OtlpSink(http.server.BaseHTTPRequestHandler):
-    """Accepts every OTLP/HTTP export and drops it (on a thread of its own, so its work is
-    not the consuming thread's)."""
+    """Accepts every OTLP/HTTP export and drops it (in the parent: its work is no peer's)."""
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -107,101 +234,53 @@ def otlp_sink() -> dict[str, Any]:
     return {"endpoint": f"http://127.0.0.1:{sink.server_address[1]}", "metrics_interval_s": 1.0}
 
 
-def kernel_stream(
-    kind: str | dict[str, str], label: str, *, otel: bool = False
-) -> Callable[[LoopbackServer], Awaitable[tuple[Runner, Any]]]:
-    """`kernel.stream` on the wire of provider `kind` (a kind, or a provider table; with
+def kernel_config(
+    server: LoopbackServer, kind: str | dict[str, str], *, otel: bool = False
+) -> dict[str, Any]:
+    """A kernel peer on the wire of provider `kind` (a kind, or a provider table; with
     `otel`: exporting over OTLP)."""
+    folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
+    settings = server.write_settings(
+        folder / "agentcore.toml",
+        {"bench": kind},
+        per_provider_urls=False,
+        sections={"otel": otlp_sink()} if otel else None,
+    )
+    return {"setup": "kernel", "settings": str(settings)}
 
-    async def setup(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
-        folder = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
-        settings = server.write_settings(
-            folder / "agentcore.toml",
-            {"bench": kind},
-            per_provider_urls=False,
-            sections={"otel": otlp_sink()} if otel else None,
+
+class Peer:
+    """A peer's process, asked for one run at a time."""
+
+    def __init__(self, label: str, config: dict[str, Any]) -> None:
+        self.label = label
+        command = [sys.executable, os.path.abspath(__file__), "--peer", json.dumps(config)]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        kernel = Kernel.load(settings)  # every default plugin, discovered from entry points
-        await kernel.start()
-        active = [r.name for r in kernel.records if r.state == "active"]
-        print(f"    {label} plugins active: {', '.join(active) or 'none'}")
-        request = Request(f"bench:{MODEL}", [Message.user("stream, please")], max_tokens=1_000_000)
 
-        async def run(n: int) -> int:
-            server.script(Scenario.long(n))
-            seen = 0
-            async for event in kernel.stream(request):
-                if type(event) is Token and event.visible:
-                    seen += 1
-            return seen
+    def answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.label}: the peer's process ended ({self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
 
-        return run, kernel.stop
+    def run(self, n: int) -> float:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{n}\n")
+        self.process.stdin.flush()
+        cpu_s: float = self.answer()["cpu_s"]
+        return cpu_s
 
-    return setup
-
-
-async def openai_sdk(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
-    from openai import AsyncOpenAI
-
-    client = AsyncOpenAI(base_url=server.base_url("openai"), api_key=API_KEY, max_retries=0)
-
-    async def run(n: int) -> int:
-        server.script(Scenario.long(n))
-        seen = 0
-        stream = await client.chat.completions.create(
-            model=MODEL,
-            messages=[{"role": "user", "content": "stream, please"}],
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        async for chunk in stream:
-            if chunk.choices and chunk.choices[0].delta.content:
-                seen += 1
-        return seen
-
-    return run, client.close
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
 
 
-async def litellm_sdk(server: LoopbackServer) -> tuple[Runner, Callable[[], Awaitable[None]]]:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
-    import litellm
-
-    litellm.telemetry = False
-    litellm.suppress_debug_info = True
-
-    async def run(n: int) -> int:
-        server.script(Scenario.long(n))
-        seen = 0
-        stream = await litellm.acompletion(
-            model=f"openai/{MODEL}",
-            api_base=server.base_url("openai"),
-            api_key=API_KEY,
-            messages=[{"role": "user", "content": "stream, please"}],
-            stream=True,
-        )
-        async for chunk in stream:
-            if chunk.choices and chunk.choices[0].delta.content:
-                seen += 1
-        return seen
-
-    async def close() -> None:
-        return None
-
-    return run, close
-
-
-async def once(run: Runner, n: int) -> float:
-    """Thread CPU seconds of one run of `n` chunks."""
-    gc.collect()
-    start = time.thread_time()
-    seen = await run(n)
-    spent = time.thread_time() - start
-    if seen != n:
-        raise RuntimeError(f"expected {n} chunks, saw {seen}")
-    return spent
-
-
-async def main() -> int:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=50_000)
@@ -210,54 +289,59 @@ async def main() -> int:
     args = parser.parse_args()
     os.environ[API_KEY_ENV] = API_KEY
 
-    peers: list[tuple[str, Callable[[LoopbackServer], Awaitable[tuple[Runner, Any]]]]] = [
-        ("(a) raw httpx SSE loop", raw_httpx),
-        ("(b) agentcore kernel.stream", kernel_stream("openai-compatible", "(b)")),
-        ("(c) openai SDK", openai_sdk),
-        ("(d) litellm acompletion", litellm_sdk),
-        ("(e) kernel.stream, Responses", kernel_stream("openai-responses", "(e)")),
-        ("(f) kernel.stream, Gemini", kernel_stream("gemini", "(f)")),
-        ("(g) kernel.stream, Anthropic", kernel_stream("anthropic", "(g)")),
-        (
-            "(h) kernel.stream, Anthropic XML",
-            kernel_stream({"kind": "anthropic", "tool_mode": "xml"}, "(h)"),
-        ),
-        ("(i) (b) exporting to OTLP", kernel_stream("openai-compatible", "(i)", otel=True)),
-    ]
     results: dict[str, float] = {}
-    with LoopbackServer() as server:
-        runners: dict[str, Runner] = {}
-        closers: list[Callable[[], Awaitable[None]]] = []
-        for label, setup in peers:
-            if label[1] not in args.peers + "a":
-                continue
-            try:
-                run, close = await setup(server)
-            except ImportError as exc:
-                print(f"{label}: skipped, not installed ({exc.name}); make bench installs it")
-                continue
-            closers.append(close)
-            await run(1000)  # warm-up: connections, imports, caches
-            runners[label] = run
-        # Rounds interleave the peers, so a noisy moment on a shared machine hits all of
-        # them alike; each peer keeps its fastest run of each size.
-        best: dict[tuple[str, int], float] = {}
+    with LoopbackServer(choose=scenario) as server:
+        openai_url = server.base_url("openai")
+        configs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+            ("(a) raw httpx SSE loop", lambda: {"setup": "httpx", "openai_url": openai_url}),
+            ("(b) agentcore kernel.stream", lambda: kernel_config(server, "openai-compatible")),
+            ("(c) openai SDK", lambda: {"setup": "openai", "openai_url": openai_url}),
+            ("(d) litellm acompletion", lambda: {"setup": "litellm", "openai_url": openai_url}),
+            ("(e) kernel.stream, Responses", lambda: kernel_config(server, "openai-responses")),
+            ("(f) kernel.stream, Gemini", lambda: kernel_config(server, "gemini")),
+            ("(g) kernel.stream, Anthropic", lambda: kernel_config(server, "anthropic")),
+            (
+                "(h) kernel.stream, Anthropic XML",
+                lambda: kernel_config(server, {"kind": "anthropic", "tool_mode": "xml"}),
+            ),
+            (
+                "(i) (b) exporting to OTLP",
+                lambda: kernel_config(server, "openai-compatible", otel=True),
+            ),
+        ]
+        peers: list[Peer] = []
         try:
+            for label, config in configs:
+                if label[1] not in args.peers + "a":
+                    continue
+                peer = Peer(label, config())
+                started = peer.answer()
+                if "skipped" in started:
+                    print(f"{label}: skipped, not installed ({started['skipped']}); make bench")
+                    peer.close()
+                    continue
+                peers.append(peer)
+            # Rounds interleave the peers, so a noisy moment on a shared machine hits all
+            # of them alike; each peer keeps its fastest run of each size.
+            best: dict[tuple[str, int], float] = {}
             for round_ in range(args.repeat):
-                for label, run in runners.items():
+                for peer in peers:
                     for n in (args.small, args.large):
-                        spent = await once(run, n)
-                        best[label, n] = min(best.get((label, n), spent), spent)
+                        spent = peer.run(n)
+                        best[peer.label, n] = min(best.get((peer.label, n), spent), spent)
                 print(f"    round {round_ + 1}/{args.repeat} done", flush=True)
         finally:
-            for close in closers:
-                await close()
-        for label in runners:
-            small, large = best[label, args.small], best[label, args.large]
-            results[label] = (large - small) / (args.large - args.small)
-            print(f"{label}: {results[label] * 1e6:.2f} µs CPU per chunk")
-        await server.wait_idle(connections=False)
+            for peer in peers:
+                peer.close()
+        for peer in peers:
+            small, large = best[peer.label, args.small], best[peer.label, args.large]
+            results[peer.label] = (large - small) / (args.large - args.small)
+            print(f"{peer.label}: {results[peer.label] * 1e6:.2f} µs CPU per chunk")
+        report(results)
+    return 0
 
+
+def report(results: dict[str, float]) -> None:
     base = results.get("(a) raw httpx SSE loop")
     print()
     print(f"{'':32} {'CPU s / 10k chunks':>19} {'ratio to (a)':>13}")
@@ -287,8 +371,9 @@ async def main() -> int:
     if native and xml:
         verdict = "meets" if xml <= 1.3 * native else "MISSES"
         print(f"(h) {verdict} the 1.3x target against (g) ({xml / native:.2f}x)")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    if sys.argv[1:2] == ["--peer"]:
+        sys.exit(asyncio.run(serve_peer(json.loads(sys.argv[2]))))
+    sys.exit(main())

@@ -37,9 +37,11 @@ agentcore at N = 1000, every request answered, median p99 added latency under 5 
 
     .venv/bin/python bench/mcpl_router.py [--sizes 10,100,1000] [--chunks 20]
         [--interval 0.1] [--wire anthropic|openai] [--host both|agentcore|relay]
-        [--rounds 3] [--traces] [--profile DIR]
+        [--rounds 3] [--traces] [--profile DIR | --tracemalloc DIR]
 
-``--profile DIR`` runs serve under cProfile and writes ``DIR/serve-N.prof``.
+``--profile DIR`` runs serve under cProfile and writes ``DIR/serve-N.prof``;
+``--tracemalloc DIR`` runs it under tracemalloc (``bench/traced_serve.py``) and writes
+``DIR/serve-N.txt``: what serve held at its peak and not at its end, by line and traceback.
 Not part of ``make test``.
 """
 
@@ -444,6 +446,11 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
         os.makedirs(args.profile, exist_ok=True)
         prof = os.path.join(args.profile, f"serve-{n}.prof")
         command = [sys.executable, "-m", "cProfile", "-o", prof, agentcore, *serve]
+    elif args.tracemalloc:
+        os.makedirs(args.tracemalloc, exist_ok=True)
+        report = os.path.join(args.tracemalloc, f"serve-{n}.txt")
+        traced = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traced_serve.py")
+        command = [sys.executable, traced, report, *serve]
     name = "agentcore serve" if host == "agentcore" else "the relay"
     env = {**os.environ, "AGENTCORE_LOG_LEVEL": os.environ.get("AGENTCORE_LOG_LEVEL", "WARNING")}
     log = open(os.path.join(directory, f"{host}-{n}.log"), "wb")  # noqa: SIM115
@@ -471,7 +478,7 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
         cpu_end = cpu_s(process.pid)
         rss = max(rss, rss_kb(process.pid))
         process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=15)
+        code = process.wait(timeout=120 if args.tracemalloc else 15)  # it writes its report
     finally:
         if process.poll() is None:
             process.kill()
@@ -564,6 +571,9 @@ def main() -> int:
     )
     parser.add_argument("--traces", action="store_true", help="write [traces] jsonl too")
     parser.add_argument("--profile", metavar="DIR", help="run serve under cProfile")
+    parser.add_argument(
+        "--tracemalloc", metavar="DIR", help="run serve under tracemalloc (bench/traced_serve.py)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="runs per host and N (medians)")
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()

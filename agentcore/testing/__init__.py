@@ -162,6 +162,14 @@ Fixtures: ``scripted_provider`` returns a `ScriptedProvider` named ``fake``;
         async with Kernel.load(path, discover_plugins=False, plugins=plugins) as kernel:
             await kernel.complete(Request("fake:m1", [Message.user("hi")]))
         assert scripted_provider.models == ["m1", "m1"]
+
+The MCPL server side
+--------------------
+`agentcore.testing.mcpl_server` is a scriptable MCPL server (`ServerSession`) that the
+host reaches over a real stdio subprocess (`StdioHub`, through ``relay_server.py``) or a
+real WebSocket (`WsHub`); `agentcore.testing.serve` runs ``agentcore serve`` as a
+subprocess and waits on it. They are imported by name (not from this module), so a
+plugin's tests that need no MCPL server do not load them.
 """
 
 from agentcore.testing.scenarios import WIRES, Scenario, Unplayable, Wire

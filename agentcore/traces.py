@@ -45,8 +45,8 @@ class _RedactedOnRead:
             return None  # the dataclass's default: no fields (`__set__` makes it {})
         state = event.__dict__
         redacted: dict[str, Any] | None = state["_redacted"]
-        if redacted is None:
-            redacted = state["_redacted"] = redact_value(state.pop("_given"))
+        if redacted is None:  # two threads reading at once both redact: the same result
+            redacted = state["_redacted"] = redact_value(state["_given"])
         return redacted
 
     def __set__(self, event: TraceEvent, fields: dict[str, Any] | None) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from loguru import logger
@@ -83,7 +84,6 @@ class ServerConnection:
         self._disabled = tuple(disabled_feature_sets)
         self._reconnect = reconnect
         self._reconnects = Reconnects(self, reconnect or ReconnectPolicy(), emit)
-        on_notification = notification_handler
         self._settings = SessionSettings(
             name=name,
             host_capabilities=dict(host_capabilities or HOST_MCPL_CAPABILITIES),
@@ -92,7 +92,7 @@ class ServerConnection:
             deadline=deadline or Deadline(DEFAULT_REQUEST_DEADLINE_S, "the default"),
             handler=handler,
             notification_handler=(
-                None if on_notification is None else lambda m, p: on_notification(self, m, p)
+                None if notification_handler is None else partial(notification_handler, self)
             ),
             emit=emit,
             make_peer=make_peer,

@@ -587,3 +587,32 @@ def test_host_capabilities_merge_what_plugins_provide() -> None:
         "inferenceLifecycle": True,
         "inferenceRequest": {"streaming": True},
     }
+
+
+async def test_a_notification_outside_mcpl_goes_to_the_notification_handler(
+    scripted_server: Any,
+) -> None:
+    heard: list[tuple[ServerConnection, str, dict[str, Any]]] = []
+    arrived = asyncio.Event()
+
+    async def on_notification(conn: ServerConnection, method: str, params: dict[str, Any]) -> None:
+        heard.append((conn, method, params))
+        arrived.set()
+
+    command, env = scripted_server(manifest=MANIFEST, tools=True)
+    conn = ServerConnection(
+        "scripted",
+        stdio_factory("scripted", command, env=env, shutdown_grace_s=5.0),
+        grant=GRANT,
+        handler=Host(),
+        notification_handler=on_notification,
+        request_timeout_s=TIMEOUT,
+    )
+    await asyncio.wait_for(conn.start(), TIMEOUT)
+    try:
+        hello = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "hi"}}
+        await conn.request("test/raw", {"frames": [hello], "await_count": 0}, timeout=TIMEOUT)
+        await asyncio.wait_for(arrived.wait(), TIMEOUT)
+        assert heard == [(conn, "notifications/message", {"data": "hi"})]
+    finally:
+        await conn.close()

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from agentcore.traces import TraceEvent
+from agentcore.api import TraceEvent
 
 LAST_FAILURES = 20
 THROUGHPUT_WINDOW_MS = 60_000

@@ -28,16 +28,17 @@ from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from agentcore.inference.models import (
+from agentcore.api import (
     Request,
     Response,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    TraceEvent,
+    redact,
+    redact_value,
 )
-from agentcore.redaction import redact, redact_value
-from agentcore.traces import TraceEvent
 
 # -- attribute names (GenAI semantic conventions, and agentcore's own) ----------------------
 

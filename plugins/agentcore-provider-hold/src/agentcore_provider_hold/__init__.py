@@ -44,23 +44,25 @@ from typing import Literal
 from loguru import logger
 from pydantic import Field
 
-from agentcore import hookimpl
-from agentcore.fleet import (
+from agentcore.api import (
     UNAVAILABLE_TRACE,
+    Attempt,
     FleetStore,
     FleetUnavailable,
     Hold,
+    InferenceError,
+    PluginContext,
+    Section,
+    SettingsSection,
+    TraceEvent,
+    Wait,
+    hookimpl,
     poll_s,
+    shutting_down,
     unavailable_error,
     unavailable_fields,
     wait_for_change,
 )
-from agentcore.inference import InferenceError
-from agentcore.inference.calls import Attempt, Wait
-from agentcore.inference.errors import shutting_down
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import Section
-from agentcore.traces import TraceEvent
 
 HOLD_KINDS: frozenset[str] = frozenset({"rate_limit", "overloaded"})
 HOLD_TOO_LONG = "hold_too_long"
@@ -163,7 +165,7 @@ class ProviderHold:
     def __init__(self, store: FleetStore | None = None) -> None:
         self._store = store
         self.settings = HoldSettings()
-        self._context: PluginContext | None = None
+        self._context: PluginContext[HoldSettings] | None = None
         self._stopped = asyncio.Event()
         self._owner_prefix = uuid.uuid4().hex[:12]
         self._linger_s = 600.0
@@ -189,10 +191,9 @@ class ProviderHold:
         return SettingsSection("provider_hold", HoldSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
+    def agentcore_start(self, context: PluginContext[HoldSettings]) -> None:
         self._context = context
-        if isinstance(context.settings, HoldSettings):
-            self.settings = context.settings
+        self.settings = context.settings
         # How long an ended hold waits for its probe before it goes by itself.
         self._linger_s = context.inference.request_timeout_s
         if self.settings.max_wait_s is not None:

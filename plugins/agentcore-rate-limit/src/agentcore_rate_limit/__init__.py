@@ -41,22 +41,25 @@ from typing import Literal
 from loguru import logger
 from pydantic import Field
 
-from agentcore import hookimpl
-from agentcore.fleet import (
+from agentcore.api import (
     UNAVAILABLE_TRACE,
+    Attempt,
     FleetStore,
     FleetUnavailable,
+    InferenceError,
+    PluginContext,
+    ProviderName,
+    Section,
+    SettingsSection,
+    TraceEvent,
+    Wait,
+    hookimpl,
     poll_s,
+    shutting_down,
     unavailable_error,
     unavailable_fields,
     wait_for_change,
 )
-from agentcore.inference import InferenceError
-from agentcore.inference.calls import Attempt, Wait
-from agentcore.inference.errors import shutting_down
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import ProviderName, Section
-from agentcore.traces import TraceEvent
 
 LIMIT_WAIT_TOO_LONG = "limit_wait_too_long"
 """`InferenceError.code` of a call that would wait longer than ``max_wait_s`` for a limit."""
@@ -129,7 +132,7 @@ class RateLimit:
     def __init__(self, store: FleetStore | None = None) -> None:
         self._store = store
         self.settings = RateLimitSettings()
-        self._context: PluginContext | None = None
+        self._context: PluginContext[RateLimitSettings] | None = None
         self._stopped = asyncio.Event()
         self._prefix = uuid.uuid4().hex[:12]
         self._slots: dict[tuple[str, int], _Slot] = {}
@@ -151,10 +154,9 @@ class RateLimit:
         return SettingsSection("rate_limit", RateLimitSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
+    def agentcore_start(self, context: PluginContext[RateLimitSettings]) -> None:
         self._context = context
-        if isinstance(context.settings, RateLimitSettings):
-            self.settings = context.settings
+        self.settings = context.settings
 
     @hookimpl
     async def agentcore_stop(self) -> None:

@@ -24,10 +24,7 @@ from typing import Any
 from loguru import logger
 from pydantic import Field
 
-from agentcore import hookimpl
-from agentcore.inference.calls import Wait
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import Section
+from agentcore.api import PluginContext, Section, SettingsSection, Wait, hookimpl
 
 TRACE = "inference:waiting"
 
@@ -61,7 +58,7 @@ class WaitingTrace:
 
     def __init__(self) -> None:
         self.settings = WaitingTraceSettings()
-        self._context: PluginContext | None = None
+        self._context: PluginContext[WaitingTraceSettings] | None = None
         self._tickers: dict[str, _Ticker] = {}
 
     @hookimpl
@@ -69,10 +66,9 @@ class WaitingTrace:
         return SettingsSection("waiting_trace", WaitingTraceSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
+    def agentcore_start(self, context: PluginContext[WaitingTraceSettings]) -> None:
         self._context = context
-        if isinstance(context.settings, WaitingTraceSettings):
-            self.settings = context.settings
+        self.settings = context.settings
 
     @hookimpl
     async def agentcore_stop(self) -> None:

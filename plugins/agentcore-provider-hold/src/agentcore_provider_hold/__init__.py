@@ -45,13 +45,17 @@ from loguru import logger
 from pydantic import Field
 
 from agentcore.api import (
+    HOLD_TRACE,
+    RELEASE_TRACE,
     UNAVAILABLE_TRACE,
     Attempt,
     FleetStore,
     FleetUnavailable,
     Hold,
+    HoldPayload,
     InferenceError,
     PluginContext,
+    ReleasePayload,
     Section,
     SettingsSection,
     TraceEvent,
@@ -379,14 +383,14 @@ class ProviderHold:
         released = await self.store.release_hold(str(key))
         if released is None:
             return
-        await self._emit(
-            "provider:release",
+        fields = ReleasePayload(
             provider=attempt.provider,
             model=attempt.model,
             key=self.settings.key,
             heldMs=round(released.held_s * 1000),
             inferenceId=attempt.inference.id,
         )
+        await self._emit(RELEASE_TRACE, **fields)
 
     async def _hold(
         self, attempt: Attempt, key: HoldKey, error: InferenceError, duration: float
@@ -394,8 +398,7 @@ class ProviderHold:
         hold, lengthened = await self.store.set_hold(str(key), duration, error.kind, self._linger_s)
         if not lengthened:
             return
-        await self._emit(
-            "provider:hold",
+        fields = HoldPayload(
             provider=attempt.provider,
             model=attempt.model,
             key=self.settings.key,
@@ -406,6 +409,7 @@ class ProviderHold:
             error=error.describe(),
             inferenceId=attempt.inference.id,
         )
+        await self._emit(HOLD_TRACE, **fields)
 
     async def _emit(self, type: str, **fields: object) -> None:
         if self._context is not None:

@@ -42,6 +42,7 @@ from loguru import logger
 from pydantic import Field
 
 from agentcore.api import (
+    SLOTS_TRACE,
     UNAVAILABLE_TRACE,
     Attempt,
     FleetStore,
@@ -51,6 +52,7 @@ from agentcore.api import (
     ProviderName,
     Section,
     SettingsSection,
+    SlotsPayload,
     TraceEvent,
     Wait,
     hookimpl,
@@ -63,7 +65,6 @@ from agentcore.api import (
 
 LIMIT_WAIT_TOO_LONG = "limit_wait_too_long"
 """`InferenceError.code` of a call that would wait longer than ``max_wait_s`` for a limit."""
-SLOTS_TRACE = "rate_limit:slots"
 """The trace of a slot taken or given back: how many this replica holds, and the limit."""
 MAX_WAIT_SETTING = "[rate_limit] max_wait_s"
 WINDOW_S = 60.0
@@ -315,8 +316,7 @@ class RateLimit:
         if self._context is None:
             return
         limit = self.settings.providers.get(provider)
-        self._context.emit_now(
-            SLOTS_TRACE,
+        fields = SlotsPayload(
             change=change,
             provider=provider,
             inUse=sum(1 for slot in self._slots.values() if slot.key == provider),
@@ -325,6 +325,7 @@ class RateLimit:
             inferenceId=inference_id,
             attempt=attempt,
         )
+        self._context.emit_now(SLOTS_TRACE, **fields)
 
     def _release_soon(self, slot: _Slot | None) -> None:
         """Give a slot back in a task of its own: a cancelled caller cannot stop it."""

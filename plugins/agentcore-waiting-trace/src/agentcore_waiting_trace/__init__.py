@@ -24,9 +24,17 @@ from typing import Any
 from loguru import logger
 from pydantic import Field
 
-from agentcore.api import PluginContext, Section, SettingsSection, Wait, hookimpl
+from agentcore.api import (
+    WAITING_TRACE,
+    PluginContext,
+    Section,
+    SettingsSection,
+    Wait,
+    WaitingPayload,
+    hookimpl,
+)
 
-TRACE = "inference:waiting"
+TRACE = WAITING_TRACE
 
 
 class WaitingTraceSettings(Section):
@@ -36,21 +44,21 @@ class WaitingTraceSettings(Section):
     """How often a trace is emitted while a call waits (besides its start and end)."""
 
 
-def waiting_fields(wait: Wait, *, ended: bool = False, now: float | None = None) -> dict[str, Any]:
+def waiting_fields(wait: Wait, *, ended: bool = False, now: float | None = None) -> WaitingPayload:
     """The camelCase fields of one ``inference:waiting`` trace."""
     now = time.monotonic() if now is None else now
     remaining = wait.remaining_s(now)
-    return {
-        "reason": wait.reason,
-        "provider": wait.provider,
-        "model": wait.model,
-        "attempt": wait.attempt.number,
-        "inferenceId": wait.attempt.inference.id,
-        "waitId": wait.id,
-        "remainingMs": None if remaining is None else round(remaining * 1000),
-        "waitedMs": round(wait.waited_s(now) * 1000),
-        "ended": ended,
-    }
+    return WaitingPayload(
+        reason=wait.reason,
+        provider=wait.provider,
+        model=wait.model,
+        attempt=wait.attempt.number,
+        inferenceId=wait.attempt.inference.id,
+        waitId=wait.id,
+        remainingMs=None if remaining is None else round(remaining * 1000),
+        waitedMs=round(wait.waited_s(now) * 1000),
+        ended=ended,
+    )
 
 
 class WaitingTrace:

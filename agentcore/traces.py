@@ -55,8 +55,8 @@ class JsonlTraceSink:
         return SettingsSection("traces", TracesSettings)  # the kernel's own section, read here
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
-        path: Path | None = getattr(context.settings, "jsonl", None)
+    def agentcore_start(self, context: PluginContext[TracesSettings]) -> None:
+        path = context.settings.jsonl
         if path is not None:  # its folder exists: the settings checked it at load
             self._file = path.open("ab", buffering=0)
             self._path = path

@@ -79,7 +79,7 @@ from agentcore.settings import (
     read_toml,
     settings_path,
 )
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 if TYPE_CHECKING:
     from agentcore.mcpl.connection import ServerConnection

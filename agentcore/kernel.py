@@ -78,7 +78,7 @@ from agentcore.settings import (
     read_toml,
     settings_path,
 )
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 if TYPE_CHECKING:
     from agentcore.mcpl.connection import ServerConnection
@@ -338,10 +338,19 @@ class Kernel:
 
     @asynccontextmanager
     async def waiting(
-        self, reason: WaitReason, attempt: Attempt, until: float | None
+        self,
+        reason: WaitReason,
+        attempt: Attempt,
+        until: float | None,
+        *,
+        for_s: float | None = None,
     ) -> AsyncIterator[Wait]:
-        """Announce a wait to observers for as long as the block runs."""
-        wait = Wait(f"w{next(self._ids)}", reason, attempt, time.monotonic(), until)
+        """Announce a wait to observers for as long as the block runs. With `for_s`, it is
+        due `for_s` after it starts, both read off one clock reading (`until` is ignored)."""
+        started = time.monotonic()
+        if for_s is not None:
+            until = started + for_s
+        wait = Wait(f"w{next(self._ids)}", reason, attempt, started, until)
         self.hooks.wait_start(wait)
         try:
             yield wait
@@ -451,7 +460,7 @@ class Kernel:
         return error
 
     async def _backoff(self, attempt: Attempt, delay_s: float) -> None:
-        async with self.waiting("backoff", attempt, time.monotonic() + delay_s):
+        async with self.waiting("backoff", attempt, None, for_s=delay_s):
             await self.sleep(delay_s)
 
     async def _complete_trace(self, attempt: Attempt, response: Response) -> None:

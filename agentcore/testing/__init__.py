@@ -172,6 +172,7 @@ subprocess and waits on it. They are imported by name (not from this module), so
 plugin's tests that need no MCPL server do not load them.
 """
 
+from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.testing.scenarios import WIRES, Scenario, Unplayable, Wire
 from agentcore.testing.scripted import (
     NO_TERMINAL,
@@ -208,8 +209,10 @@ __all__ = [
     "WIRES",
     "Call",
     "CallEvent",
+    "Kernel",
     "LoopbackServer",
     "Partial",
+    "PluginLoadError",
     "ProviderKindsPlugin",
     "Scenario",
     "ScriptedCall",

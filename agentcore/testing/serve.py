@@ -14,7 +14,7 @@ from typing import Any
 
 from agentcore.markers import hookimpl
 from agentcore.testing.mcpl_server import TIMEOUT_S
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 AGENTCORE = str(Path(sys.executable).with_name("agentcore"))
 """The ``agentcore`` command of the running interpreter's environment."""

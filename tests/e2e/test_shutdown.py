@@ -462,6 +462,7 @@ async def test_serve_lets_a_stdio_server_run_its_cleanup_when_signalled(
     assert "mcpl server lifespan: exited with 0" in stderr
 
 
+@pytest.mark.serial  # 7 s of the server's own waits inside serve's 10 s
 async def test_serve_still_exits_in_time_when_a_server_ignores_eof_and_sigterm(
     lifespan_settings: Callable[..., Path], tmp_path: Path
 ) -> None:

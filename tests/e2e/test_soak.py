@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentcore.testing.redis import RedisServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -15,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from soak import Config, Soak
 
 SEED = 16
+pytestmark = pytest.mark.serial  # its stalls and holds must not be starved by other tests
 
 
 async def test_the_short_soak_holds(redis_server: RedisServer) -> None:

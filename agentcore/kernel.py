@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 from loguru import logger
 
+from agentcore._constants import STOP_GRACE_S as STOP_GRACE_S
 from agentcore.fleet import FleetStore, open_store
 from agentcore.hooks import Hooks, plugin_manager
 from agentcore.inference import (
@@ -67,9 +68,6 @@ from agentcore.traces import TraceEvent
 
 if TYPE_CHECKING:
     from agentcore.mcpl.connection import ServerConnection
-
-STOP_GRACE_S = 5.0
-"""How long `Kernel.stop()` waits for in-flight provider calls to end."""
 
 
 class Kernel:

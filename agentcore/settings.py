@@ -35,6 +35,15 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
+from agentcore._constants import (
+    FLEET_TIMEOUT_S,
+    MAX_KEEPALIVE_CONNECTIONS,
+    MAX_STATED_WAIT_S,
+    PROGRESS_TIMEOUT_S,
+    PROVIDER_CONNECT_TIMEOUT_S,
+    PROVIDER_READ_TIMEOUT_S,
+    REQUEST_TIMEOUT_S,
+)
 from agentcore.mcpl.environment import passthrough_problems
 from agentcore.redaction import register_secret, settings_secrets
 from agentcore.settings_checks import invalid as invalid  # plugins raise it too
@@ -126,14 +135,14 @@ class ProviderSettings(Section):
     MODEL:streamGenerateContent); openai-family and openai-responses: the API base (…/v1)."""
     api_key_env: str | None = None
     """The environment variable that holds the key; the key itself never goes in a file."""
-    connect_timeout_s: float = Field(default=10.0, gt=0)
-    read_timeout_s: float = Field(default=300.0, gt=0)
+    connect_timeout_s: float = Field(default=PROVIDER_CONNECT_TIMEOUT_S, gt=0)
+    read_timeout_s: float = Field(default=PROVIDER_READ_TIMEOUT_S, gt=0)
     """The longest wait for the provider's next bytes; time the consumer holds a stream
     does not count."""
     headers: dict[str, str] = Field(default_factory=dict)
     max_connections: int | None = Field(default=None, ge=1)
     """Concurrent HTTP connections to this provider; None: no cap."""
-    max_keepalive_connections: int = Field(default=20, ge=0)
+    max_keepalive_connections: int = Field(default=MAX_KEEPALIVE_CONNECTIONS, ge=0)
     delay_s: float = Field(default=0.0, ge=0)
     """echo only: the pause before each word."""
     models: dict[str, ModelSettings] = Field(default_factory=dict)
@@ -176,15 +185,15 @@ and `normalize_stop` default to it too)."""
 
 
 class InferenceSettings(Section):
-    progress_timeout_s: float = Field(default=120.0, gt=0)
+    progress_timeout_s: float = Field(default=PROGRESS_TIMEOUT_S, gt=0)
     """A stream that brings no new visible text this long is cut with a timeout error."""
-    request_timeout_s: float = Field(default=600.0, gt=0)
+    request_timeout_s: float = Field(default=REQUEST_TIMEOUT_S, gt=0)
     """One attempt, whole, may take at most this long."""
     unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
     """How a provider stop token with no mapping is handled: the attempt fails with an
     error naming it, or (``end_turn``) the response ends ``end_turn`` marked unmapped,
     which `agentcore infer` and the MCPL router still refuse, naming the token."""
-    max_stated_wait_s: float = Field(default=600.0, ge=0)
+    max_stated_wait_s: float = Field(default=MAX_STATED_WAIT_S, ge=0)
     """The longest wait a provider may ask for (Retry-After and friends) that a call will
     honour: a longer one fails the call at once. One limit for every policy that waits."""
 
@@ -203,7 +212,7 @@ class FleetSettings(Section):
     ``max_wait_s`` passes; ``open``: the call is admitted, with a warning trace."""
     key_prefix: str = Field(default="agentcore", min_length=1)
     """Every Redis key and channel starts with this: fleets sharing one Redis keep apart."""
-    timeout_s: float = Field(default=1.0, gt=0)
+    timeout_s: float = Field(default=FLEET_TIMEOUT_S, gt=0)
     """How long one Redis command may take before the store counts as unreachable."""
 
 

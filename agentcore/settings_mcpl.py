@@ -8,14 +8,18 @@ from typing import Annotated, Self
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, MAX_REQUEST_DEADLINE_S
-from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
-from agentcore.mcpl.reconnect import (
-    DEFAULT_CRASH_LOOP_AFTER,
-    DEFAULT_INITIAL_DELAY_S,
-    DEFAULT_MAX_DELAY_S,
-    DEFAULT_RESET_AFTER_S,
+from agentcore._constants import (
+    MAX_MCPL_REQUEST_DEADLINE_S,
+    MCPL_MAX_FRAME_BYTES,
+    MCPL_REQUEST_DEADLINE_S,
+    MCPL_REQUEST_TIMEOUT_S,
+    MCPL_SHUTDOWN_GRACE_S,
+    RECONNECT_CRASH_LOOP_AFTER,
+    RECONNECT_INITIAL_DELAY_S,
+    RECONNECT_MAX_DELAY_S,
+    RECONNECT_RESET_AFTER_S,
 )
+from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
 from agentcore.settings_checks import invalid
 from agentcore.settings_fields import GrantEntry, Section, load_context
 from agentcore.urls import WebSocketUrl
@@ -38,16 +42,16 @@ class McplServerSettings(Section, ServerLimitSettings):
     grant: list[GrantEntry] = Field(default_factory=list)
     disabled_feature_sets: list[str] = Field(default_factory=list)
     reconnect: bool = False
-    reconnect_initial_delay_s: float = Field(default=DEFAULT_INITIAL_DELAY_S, gt=0)
+    reconnect_initial_delay_s: float = Field(default=RECONNECT_INITIAL_DELAY_S, gt=0)
     """The first wait; each next one doubles (jittered), up to `reconnect_max_delay_s`."""
-    reconnect_max_delay_s: float = Field(default=DEFAULT_MAX_DELAY_S, gt=0)
-    reconnect_reset_after_s: float = Field(default=DEFAULT_RESET_AFTER_S, ge=0)
+    reconnect_max_delay_s: float = Field(default=RECONNECT_MAX_DELAY_S, gt=0)
+    reconnect_reset_after_s: float = Field(default=RECONNECT_RESET_AFTER_S, ge=0)
     """A session up this long starts the backoff over; shorter ones keep it growing."""
-    crash_loop_after: int = Field(default=DEFAULT_CRASH_LOOP_AFTER, ge=1)
+    crash_loop_after: int = Field(default=RECONNECT_CRASH_LOOP_AFTER, ge=1)
     """Reconnects in a row without such a session before it is reported crash-looping."""
-    max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
-    shutdown_grace_s: float = Field(default=5.0, ge=0)
-    request_deadline_s: float | None = Field(default=None, gt=0, le=MAX_REQUEST_DEADLINE_S)
+    max_frame_bytes: int = Field(default=MCPL_MAX_FRAME_BYTES, ge=1)
+    shutdown_grace_s: float = Field(default=MCPL_SHUTDOWN_GRACE_S, ge=0)
+    request_deadline_s: float | None = Field(default=None, gt=0, le=MAX_MCPL_REQUEST_DEADLINE_S)
     """How long a request this server sends may take before the host stops working on it
     and answers it -32603; unset: ``[mcpl] request_deadline_s``."""
 
@@ -70,6 +74,9 @@ class McplSettings(Section, McplLimitSettings):
 
     servers: dict[str, McplServerSettings] = Field(default_factory=dict)
     request_deadline_s: float = Field(
-        default=DEFAULT_REQUEST_DEADLINE_S, gt=0, le=MAX_REQUEST_DEADLINE_S
+        default=MCPL_REQUEST_DEADLINE_S, gt=0, le=MAX_MCPL_REQUEST_DEADLINE_S
     )
     """The deadline of every server's requests unless its own table sets one."""
+    request_timeout_s: float = Field(default=MCPL_REQUEST_TIMEOUT_S, gt=0)
+    """How long the host waits for a server's answer to a request the host sends
+    (``initialize``, ``featureSets/update``, ``mcpl/manifest``) before giving up on it."""

@@ -154,9 +154,12 @@ def _builtin_claims() -> list[_Claim]:
 
     return [
         _Claim(
-            importlib.metadata.EntryPoint(name, target, GROUP), OWN_DISTRIBUTION, __version__, True
+            importlib.metadata.EntryPoint(name, builtin.target, GROUP),
+            OWN_DISTRIBUTION,
+            __version__,
+            True,
         )
-        for name, target in BUILTIN.items()
+        for name, builtin in BUILTIN.items()
     ]
 
 
@@ -186,8 +189,10 @@ def _installed() -> tuple[list[_Claim], dict[str, str]]:
 
 
 def default_sections() -> set[str]:
-    """The settings sections of every installed default plugin, loaded or not."""
-    return set(_installed()[1].values())
+    """The settings sections of agentcore's own plugins and of every installed default
+    plugin, loaded or not."""
+    own = {builtin.section for builtin in BUILTIN.values() if builtin.section is not None}
+    return own | set(_installed()[1].values())
 
 
 def discover(disabled: Iterable[str] = (), *, entry_points: bool = True) -> list[PluginRecord]:
@@ -197,7 +202,11 @@ def discover(disabled: Iterable[str] = (), *, entry_points: bool = True) -> list
     by_name: dict[str, list[_Claim]] = {}
     for claim in _builtin_claims() + (_installed()[0] if entry_points else []):
         by_name.setdefault(claim.name, []).append(claim)
-    builtin_first = sorted(by_name.items(), key=lambda item: (item[0] not in BUILTIN, item[0]))
+    order = list(BUILTIN)  # agentcore's own first, in their order; then by name
+    builtin_first = sorted(
+        by_name.items(),
+        key=lambda item: (order.index(item[0]) if item[0] in BUILTIN else len(order), item[0]),
+    )
     records: list[PluginRecord] = []
     for name, claims in builtin_first:
         records.extend(_decide(name, claims, name in blocked))

@@ -1,4 +1,5 @@
-"""The kernel: the plugin manager and the inference pipeline every inference runs through.
+"""The kernel: the inference pipeline every inference runs through, over the plugins
+`agentcore.plugins.load_plugins` found (`Kernel.load`).
 
 One inference is a loop of attempts. Each attempt is admitted (`on_admission`,
 where the provider hold waits), calls the provider, passes every stream event

@@ -1,4 +1,5 @@
-"""Plugin discovery, what a plugin declares at load, and the context it is started with.
+"""Plugin discovery, disabling and replacing by name, loading (what a plugin declares,
+the settings validated with its section), and the context a plugin is started with.
 
 The contract (docs/plugins.md):
 
@@ -303,7 +304,8 @@ class PluginLoadError(Exception):
 
 
 class Declarations(Protocol):
-    """How the load-time hooks are asked, by their rules (`agentcore.hooks.Hooks`)."""
+    """How the load-time hooks are asked, by their rules: `agentcore.hooks.Hooks`, passed in
+    rather than imported (the hooks stand on a floor above this module: no circle)."""
 
     def settings_section(self, plugin: str) -> object: ...
 

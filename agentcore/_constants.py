@@ -3,10 +3,8 @@
 that uses one imports it from here; the settings reference (docs/settings.md) states the
 defaults a deployment can change. It imports nothing, so any module may use it.
 
-Defaults that still live where they are used, until the MCPL host is split by concern:
-`agentcore.mcpl.connection` (``DEFAULT_REQUEST_TIMEOUT_S``, which is `MCPL_REQUEST_TIMEOUT_S`,
-and ``DEFAULT_MANIFEST_FETCH_INTERVAL_S``) and `agentcore.mcpl.jsonrpc`
-(``CLOSE_DRAIN_TIMEOUT_S``).
+Fixed bounds that are no deployment's business stay beside the code they bound (the hooks'
+observer backlog, the fleet stores' pool and poll, the JSON-RPC peer's close drain).
 """
 
 from __future__ import annotations
@@ -58,6 +56,8 @@ MCPL_SHUTDOWN_GRACE_S = 5.0
 itself."""
 MCPL_TERM_GRACE_S = 2.0
 """After SIGTERM, before SIGKILL."""
+MCPL_MANIFEST_FETCH_INTERVAL_S = 1.0
+"""§17.8: the least time between two `mcpl/manifest` fetches from one server."""
 MCPL_HEARTBEAT_S = 20.0
 MCPL_CONNECT_TIMEOUT_S = 10.0
 RECONNECT_INITIAL_DELAY_S = 0.5

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from agentcore.kernel import Kernel
-    from agentcore.traces import TraceEvent
+    from agentcore.tracing import TraceEvent
 
 settings_option = click.option(
     "--settings",

@@ -29,7 +29,7 @@ from agentcore.kernel import Kernel
 from agentcore.log import configure_logging
 from agentcore.mcpl.host import McplHost
 from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 SUMMARY = (
     "Alice prefers morning meetings, the mannequin project grows to ten units in March, "

@@ -34,7 +34,7 @@ from agentcore.inference.calls import Attempt, Decision, Inference, Wait
 from agentcore.inference.turns import Injection, TurnEnding
 from agentcore.markers import Failure, HookRule, Kind, Result
 from agentcore.mcpl.protocol import McplError, McplRequest, PushEvent
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 OBSERVER_HOOKS = tuple(hook for hook, rule in RULES.items() if rule.kind is Kind.OBSERVER)
 """The hooks no inference waits for (`Kind.OBSERVER` in `agentcore.hookspecs`)."""

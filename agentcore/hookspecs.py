@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from agentcore.mcpl.protocol import McplRequest, PushAnswer, PushEvent
     from agentcore.plugins import PluginContext, SettingsSection
     from agentcore.providers import ProviderFactory
-    from agentcore.traces import TraceEvent
+    from agentcore.tracing import TraceEvent
 
 # -- load and lifecycle ------------------------------------------------------
 

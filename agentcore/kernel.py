@@ -65,7 +65,7 @@ from agentcore.provider_calls import ProviderCalls, no_terminal
 from agentcore.providers import Provider, ProviderKinds
 from agentcore.redaction import redact_value
 from agentcore.settings import LoadedSettings, Settings, SettingsError
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 if TYPE_CHECKING:
     from agentcore.mcpl.connection import ServerConnection
@@ -121,15 +121,13 @@ class Kernel:
         discover_plugins: bool = True,
         strict: bool | None = None,
     ) -> Kernel:
-        """Find the plugins, collect their provider kinds and settings sections, validate the
-        settings with them, build the kernel (`agentcore.plugins.load_plugins`).
+        """Find the plugins, validate the settings with their sections and provider kinds,
+        build the kernel (`agentcore.plugins.load_plugins`).
 
-        `path` is `--settings PATH` (else `AGENTCORE_SETTINGS`, else defaults only).
-        `plugins` registers extra plugins by name, as if found by entry point
-        (tests and embedding hosts); a name found by discovery is replaced.
-        `discover_plugins=False` searches no entry points: only agentcore's own plugins
-        and `plugins` are loaded. `strict` overrides ``[plugins] strict``
-        (`agentcore plugins` lists failures).
+        `path` is `--settings PATH` (else `AGENTCORE_SETTINGS`, else defaults only). `plugins`
+        registers extra plugins by name, as if found by entry point (tests, embedding hosts),
+        replacing a discovered one. `discover_plugins=False` searches no entry points: only
+        agentcore's own plugins and `plugins` load. `strict` overrides ``[plugins] strict``.
         """
         pm = plugin_manager()
         found = load_plugins(
@@ -245,10 +243,19 @@ class Kernel:
 
     @asynccontextmanager
     async def waiting(
-        self, reason: WaitReason, attempt: Attempt, until: float | None
+        self,
+        reason: WaitReason,
+        attempt: Attempt,
+        until: float | None,
+        *,
+        for_s: float | None = None,
     ) -> AsyncIterator[Wait]:
-        """Announce a wait to observers for as long as the block runs."""
-        wait = Wait(f"w{next(self._ids)}", reason, attempt, time.monotonic(), until)
+        """Announce a wait to observers for as long as the block runs. With `for_s`, it is
+        due `for_s` after it starts, both read off one clock reading (`until` is ignored)."""
+        started = time.monotonic()
+        if for_s is not None:
+            until = started + for_s
+        wait = Wait(f"w{next(self._ids)}", reason, attempt, started, until)
         self.hooks.wait_start(wait)
         try:
             yield wait
@@ -360,7 +367,7 @@ class Kernel:
     async def _backoff(self, attempt: Attempt, delay_s: float) -> Aborted | None:
         """Wait out a retry's delay, announced; a shutdown meanwhile ends the inference."""
         try:
-            async with self.waiting("backoff", attempt, time.monotonic() + delay_s):
+            async with self.waiting("backoff", attempt, None, for_s=delay_s):
                 await self.sleep(delay_s)
         except InferenceError as stopped:
             await self._fail_trace(attempt.inference, attempt.number, stopped)

@@ -29,15 +29,17 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
 
 import pluggy
 from loguru import logger
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from agentcore.default_plugins import BUILTIN
 from agentcore.inference import PluginError
 from agentcore.log import plugin_module
+from agentcore.mcpl.protocol import ServerHandle as RequestServer
 from agentcore.providers import KindClash, ProviderKinds
 from agentcore.settings_checks import did_you_mean
 
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
     from agentcore.fleet import FleetStore
     from agentcore.inference import Request, Response, StreamEvent
     from agentcore.inference.calls import Attempt, Wait, WaitReason
-    from agentcore.mcpl.connection import ServerConnection
+    from agentcore.mcpl.jsonrpc import EncodedParams
     from agentcore.model_info import ModelInfo
     from agentcore.providers import ProviderFactory
     from agentcore.settings import InferenceSettings, LoadedSettings
@@ -454,15 +456,47 @@ class ProviderInfo:
     kind: str
 
 
-class PluginContext:
+class ServerHandle(RequestServer, Protocol):
+    """One MCPL server the host is connected to, as a plugin may use it
+    (`PluginContext.mcpl_servers`): its name, grant and `notify` (what an `McplRequest`'s
+    server has too), and what the policies of the host's own turns need besides, no more.
+    The sends check the grant at once (§5.4: a denied capability's message is not sent)
+    and raise `McplError`, or `ConnectionClosed` when not connected."""
+
+    @property
+    def ready(self) -> bool:
+        """True once this session's policy exchange completed and MCPL is on."""
+
+    @property
+    def sessions(self) -> int:
+        """How many sessions it has had: a change means a new session."""
+
+    def request_soon(
+        self, method: str, params: dict[str, Any] | EncodedParams | None = None
+    ) -> asyncio.Future[Any]:
+        """Send a request now; the future is its result (or `RemoteError`)."""
+
+    def notify_soon(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Queue a notification, sent in order without making the caller wait."""
+
+
+SettingsT = TypeVar("SettingsT", default=Any)
+"""The plugin's own settings model (`PluginContext[RetrySettings]`)."""
+
+
+class PluginContext(Generic[SettingsT]):
     """What a plugin gets at `agentcore_start`, and all it sees of the kernel: its own
     settings, the ``[inference]`` section, the configured providers, the shutdown state,
-    the ``[fleet]`` store, and ways to emit traces, announce waits and run inferences."""
+    the ``[fleet]`` store, and ways to emit traces, announce waits and run inferences.
+
+    Generic over the plugin's settings model: a plugin that declares a section annotates
+    ``context: PluginContext[MySettings]`` and reads ``context.settings`` as one (the
+    kernel validated it against that model at load)."""
 
     def __init__(
         self,
         name: str,
-        settings: Any,
+        settings: SettingsT,
         *,
         inference: InferenceSettings,
         providers: Mapping[str, ProviderInfo],
@@ -473,12 +507,13 @@ class PluginContext:
         stream: Callable[[Request], AsyncGenerator[StreamEvent, None]],
         model_info: Callable[[str], ModelInfo],
         media_types: Callable[[str], frozenset[str]],
-        mcpl_servers: Callable[[], Sequence[ServerConnection]],
+        mcpl_servers: Callable[[], Sequence[ServerHandle]],
         fleet: Callable[[], FleetStore],
     ) -> None:
         self.name = name
-        self.settings = settings
-        """This plugin's validated section (an instance of its model), or None."""
+        self.settings: SettingsT = settings
+        """This plugin's validated section (an instance of its model), or None when it
+        declares none."""
         self.inference = inference
         """The kernel's ``[inference]`` section (a copy): the limits every plugin shares."""
         self.providers: Mapping[str, ProviderInfo] = MappingProxyType(dict(providers))
@@ -537,7 +572,7 @@ class PluginContext:
         reference carries in a user message, e.g. ``image/png``; none for a text-only wire."""
         return self._media_types(reference)
 
-    def mcpl_servers(self) -> Sequence[ServerConnection]:
+    def mcpl_servers(self) -> Sequence[ServerHandle]:
         """The MCPL servers the host is connected to now, in settings order (none when no
         `McplHost` runs on this kernel): for the policies of the host's own turns."""
         return self._mcpl_servers()

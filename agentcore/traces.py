@@ -1,58 +1,39 @@
-"""Trace events and the built-in JSONL sink.
+"""The built-in JSONL trace sink.
 
-A trace is a JSON object with `type`, `timestamp` (milliseconds since the
-epoch) and camelCase fields (docs/traces.md). Every trace goes through
-`on_trace`; sinks are ordinary plugins, and this module's JSONL sink is one
-(entry point ``jsonl-traces``), configured by ``[traces] jsonl = PATH``: the
-kernel declares that section, and the sink reads it as its own.
+Every trace goes through `on_trace` (a `TraceEvent`, `agentcore.tracing`); sinks are
+ordinary plugins, and this module's JSONL sink is one (entry point ``jsonl-traces``),
+configured by ``[traces] jsonl = PATH``: the kernel declares that section, and the sink
+reads it as its own. ``agentcore.traces.TraceEvent`` still works, with a
+DeprecationWarning: import it from `agentcore.api`.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import time
-from dataclasses import dataclass, field
+import warnings
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from loguru import logger
 
 from agentcore.markers import hookimpl
 from agentcore.plugins import SettingsSection
-from agentcore.redaction import redact_log
 from agentcore.settings import TracesSettings
+from agentcore.tracing import TraceEvent as _TraceEvent
 
 if TYPE_CHECKING:
     from agentcore.plugins import PluginContext
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-
-@dataclass(slots=True)
-class TraceEvent:
-    type: str
-    fields: dict[str, Any] = field(default_factory=dict)
-    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
-    subject: object = field(default=None, repr=False, compare=False)
-    """What the trace is about, for in-process observers that opt in to content: the
-    `Request` on ``inference:start``, the `Response` on ``inference:complete``. Never
-    serialized (not in `to_dict`), never redacted: whoever reads it redacts what it sends."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "timestamp": self.timestamp, **self.fields}
-
-    def to_json(self) -> str:
-        """One line of JSON, with any known secret redacted; always encodable as UTF-8.
-
-        Text stays readable (not \\u-escaped), except that a lone surrogate, which a peer
-        can send as a valid JSON escape (an MCPL request id ``"\\ud800"``), has no UTF-8
-        form: a trace holding one is written all-ASCII, escapes and all, so that it is not
-        lost to the sink's write."""
-        text = json.dumps(self.to_dict(), default=str, ensure_ascii=False)
-        if not text.isascii() and _LONE_SURROGATE.search(text):
-            text = json.dumps(self.to_dict(), default=str)
-        return redact_log(text)
+def __getattr__(name: str) -> object:
+    """The names that moved out of this module, still importable from it (with a warning)."""
+    if name == "TraceEvent":
+        warnings.warn(
+            "agentcore.traces.TraceEvent moved: import TraceEvent from agentcore.api",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _TraceEvent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class JsonlTraceSink:
@@ -74,14 +55,14 @@ class JsonlTraceSink:
         return SettingsSection("traces", TracesSettings)  # the kernel's own section, read here
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
-        path: Path | None = getattr(context.settings, "jsonl", None)
+    def agentcore_start(self, context: PluginContext[TracesSettings]) -> None:
+        path = context.settings.jsonl
         if path is not None:  # its folder exists: the settings checked it at load
             self._file = path.open("ab", buffering=0)
             self._path = path
 
     @hookimpl
-    def on_trace(self, event: TraceEvent) -> None:
+    def on_trace(self, event: _TraceEvent) -> None:
         if self._path is None:
             return
         line = (event.to_json() + "\n").encode()

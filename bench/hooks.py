@@ -33,7 +33,7 @@ from agentcore import hookimpl
 from agentcore.hooks import Hooks, plugin_manager
 from agentcore.inference import Message, Request, StreamEvent, Token
 from agentcore.inference.calls import Attempt, Inference
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 TARGET_NS = 2000.0
 

@@ -354,18 +354,7 @@ async def run_host(
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await kernel.start()
-        starting = asyncio.ensure_future(host.start())
-        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if not starting.done():
-            logger.info("signalled while the servers were starting: giving up on the rest")
-            starting.cancel()
-        await asyncio.gather(starting, return_exceptions=True)
-        if not starting.cancelled():
-            try:
-                starting.result()  # a failure other than a server's own is a bug: raise it
-            except BaseException:
-                await host.close()
-                raise
+        await _start_unless_stopped(host, stopped)
         configured = kernel.settings.mcpl.servers
         if not stop.is_set() and configured and not host.connections:
             logger.error(
@@ -394,6 +383,22 @@ async def run_host(
         await reloads.stop()
         await kernel.stop()
     return 0
+
+
+async def _start_unless_stopped(host: McplHost, stopped: asyncio.Future[Any]) -> None:
+    """Start every server; a signal first gives up on those not ready yet."""
+    starting = asyncio.ensure_future(host.start())
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        logger.info("signalled while the servers were starting: giving up on the rest")
+        starting.cancel()
+    await asyncio.gather(starting, return_exceptions=True)
+    if not starting.cancelled():
+        try:
+            starting.result()  # a failure other than a server's own is a bug: raise it
+        except BaseException:
+            await host.close()
+            raise
 
 
 class Reloads:

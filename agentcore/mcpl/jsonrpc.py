@@ -4,14 +4,16 @@ Either side may send requests and notifications. The peer knows nothing about
 MCPL: a request handler decides what a method means and raises `McplError`
 for an error answer. What the peer guarantees:
 
-- **One task per inbound request**, so a slow handler never blocks reading.
+- **One object per inbound request** (`InboundRequest`), made where it is read, with
+  one task of its own, so a slow handler never blocks reading.
 - **Exactly one answer per inbound request id**, on every path. Each in-flight
   request is an entry in `_inflight`; whoever removes the entry (the handler's
   task when it finishes, or `close()`) is the one that answers, and removal
   is a synchronous dict operation, so two answers cannot happen. The one
   request that goes unanswered is one the other side cancelled (`cancel`):
-  its entry is removed with nobody to answer, as MCP's cancellation asks.
-- **One boundary** (`error_object`) where an exception becomes an error object.
+  its entry is removed with nobody to answer, as MCP's cancellation asks, and
+  the request itself records why (`InboundRequest.cancel`): the one place.
+- **One boundary** (`frames.error_object`) where an exception becomes an error object.
 - **Bad input never kills the connection**: invalid JSON is answered -32700
   with id null, a malformed message -32600, a response for an unknown id is
   logged and dropped, and a refused frame (`FrameError`) is answered -32700.
@@ -36,25 +38,34 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard
+from typing import Any
 
 from loguru import logger
 
-from agentcore.mcpl.protocol import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    McplError,
+from agentcore.mcpl.frames import (
+    ConnectionClosed,
+    EncodedParams,
+    FrameError,
+    FrameTooLarge,
+    Params,
+    RemoteError,
+    RequestId,
+    Transport,
+    TransportClosed,
+    dumps,
+    encode_error,
+    encode_params,
+    error_object,
+    loads,
+    parse_problem,
+    remote_error,
+    valid_id,
 )
+from agentcore.mcpl.protocol import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McplError
 from agentcore.redaction import redact
 
-RequestId = int | str
-Params = dict[str, Any] | list[Any] | None
-RequestHandler = Callable[[RequestId, str, Params], Awaitable[Any]]
 NotificationHandler = Callable[[str, Params], Awaitable[None]]
 
 # How long close() spends sending the in-flight answers, and then waiting for
@@ -62,147 +73,49 @@ NotificationHandler = Callable[[str, Params], Awaitable[None]]
 CLOSE_DRAIN_TIMEOUT_S = 2.0
 
 
-class Transport(Protocol):
-    """One JSON-RPC message per `send`/`receive`; framing is the transport's.
+@dataclass(slots=True, eq=False)
+class InboundRequest:
+    """One inbound request, from the moment it is read until it is answered or cancelled.
 
-    A transport may also offer ``send_nowait(text) -> bool``: queue the message now
-    if that needs no waiting (True), else queue nothing (False). The peer then sends
-    without a coroutine and a lock round per message while no other send is waiting.
+    It holds what the request is (`id`, `method`, `params`), the session it came on
+    (`peer`, also the back-channel: `notify`), the task serving it, and its cancellation:
+    `cancel_reason` and `cancel_event`, set by `cancel` and nowhere else. The peer's
+    in-flight map holds these objects, and whoever takes one out of it answers it (see the
+    module docstring); `cancel` takes it out with nobody to answer.
     """
 
-    async def send(self, text: str) -> None:
-        """Send one message. Raises `ConnectionError` (or OSError) once closed."""
-        ...
-
-    async def receive(self) -> str | None:
-        """The next message, or None once the other side has closed.
-
-        Raises `FrameError` for a frame it refused (too large, not text); the
-        peer answers that and reads on. Raises `TransportClosed` when refusing
-        a frame meant closing the connection itself.
-        """
-        ...
-
-    async def close(self) -> None:
-        """Release the transport; idempotent."""
-        ...
-
-
-class FrameError(Exception):
-    """A frame the transport refused to hand over; the peer answers it -32700, id null."""
-
-    def __init__(self, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.data = data
-
-
-class FrameTooLarge(FrameError):
-    """A frame over the transport's size limit, discarded without being read into memory."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            f"Parse error: frame exceeds the {limit}-byte limit and was discarded",
-            {"maxFrameBytes": limit},
-        )
-        self.limit = limit
-
-
-class TransportClosed(Exception):
-    """The transport closed the connection itself (it refused a frame it could not skip).
-
-    Its message says what happened, for the log and the close reason: it was not
-    the other side that closed.
-    """
-
-
-class ConnectionClosed(Exception):
-    """The connection closed before (or while) an outbound message could complete."""
-
-
-class RemoteError(McplError):
-    """The other side answered our request with an error object."""
-
-
-# -- the exception-to-wire boundary -----------------------------------------
-
-
-def error_object(exc: BaseException) -> dict[str, Any]:
-    """The one place an exception becomes a JSON-RPC error object.
-
-    `McplError` is sent as it is; anything else is -32603 with its message
-    (logged with its traceback here, so a plugin bug is never silent).
-    """
-    if isinstance(exc, McplError):
-        return exc.to_wire()
-    if isinstance(exc, ConnectionClosed):  # the connection went from under it: no bug
-        logger.warning("request handler stopped: {}", exc)
-    else:
-        logger.opt(exception=exc).error("request handler failed: {}", exc)
-    return {"code": INTERNAL_ERROR, "message": str(exc) or type(exc).__name__}
-
-
-_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-"""A frame's JSON. ASCII-only output: a lone surrogate from the other side's JSON can
-be echoed back without making the frame unencodable; NaN is not JSON. One encoder for
-every frame: `json.dumps` with options builds a new one per call."""
-
-
-@dataclass(frozen=True, slots=True)
-class EncodedParams:
-    """A request's params already encoded (and redacted), for a request sent to many peers:
-    encoded once, not once per peer. Make one with `encode_params`."""
-
-    json: str
-
-
-def encode_params(params: dict[str, Any] | list[Any]) -> EncodedParams:
-    return EncodedParams(redact(_dumps(params)))
-
-
-class _NotJsonConstant(ValueError):
-    """NaN or Infinity in a frame: Python's json reads them, JSON does not have them."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NotJsonConstant(f"{name} is not JSON")
-
-
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
-
-
-def _parse_problem(exc: ValueError | RecursionError) -> str:
-    """What was wrong with a frame, in the peer's terms: Python's own wording for a number
-    too long or nesting too deep names interpreter settings, not the frame."""
-    if isinstance(exc, RecursionError):
-        return "the message is nested too deeply"
-    if isinstance(exc, json.JSONDecodeError | _NotJsonConstant):
-        return str(exc)
-    return f"a number has more than {sys.get_int_max_str_digits()} digits"
-
-
-def encode_error(request_id: RequestId | None, error: dict[str, Any]) -> str:
-    """An error response; falls back to a plain -32603 if `error.data` is not JSON."""
-    try:
-        return _dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
-    except (TypeError, ValueError, RecursionError):
-        plain = {"code": error.get("code", INTERNAL_ERROR), "message": str(error.get("message"))}
-        if not isinstance(plain["code"], int) or isinstance(plain["code"], bool):
-            plain["code"] = INTERNAL_ERROR
-        return _dumps({"jsonrpc": "2.0", "id": request_id, "error": plain})
-
-
-def _valid_id(value: object) -> TypeGuard[RequestId]:
-    # bool is an int in Python but not a JSON-RPC id; floats are refused
-    # because 1 and 1.0 would otherwise be two names for one request.
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-@dataclass(slots=True)
-class _Inbound:
-    task: asyncio.Task[None]
+    peer: JsonRpcPeer
+    id: RequestId
     method: str
+    params: Params
+    task: asyncio.Task[None] | None = None
+    cancel_reason: str | None = None
+    """Why the other side cancelled it ("" when it gave no reason); None while it has not."""
+    _cancel_event: asyncio.Event | None = None
+
+    @property
+    def cancel_event(self) -> asyncio.Event:
+        """Set once the other side cancelled this request (made on first use: most never are)."""
+        if self._cancel_event is None:
+            self._cancel_event = asyncio.Event()
+            if self.cancel_reason is not None:
+                self._cancel_event.set()
+        return self._cancel_event
+
+    def cancel(self, reason: str) -> None:
+        """Record why, then cancel the task: the handler sees the reason when it wakes."""
+        self.cancel_reason = reason
+        if self._cancel_event is not None:
+            self._cancel_event.set()
+        if self.task is not None:
+            self.task.cancel()
+
+    async def notify(self, method: str, params: Params = None) -> None:
+        """Send a notification on the session this request came on (e.g. its chunks)."""
+        await self.peer.notify(method, params)
+
+
+RequestHandler = Callable[[InboundRequest], Awaitable[Any]]
 
 
 class JsonRpcPeer:
@@ -226,7 +139,7 @@ class JsonRpcPeer:
         self.name = name
         self._ids = itertools.count(1)
         self._pending: dict[RequestId, asyncio.Future[Any]] = {}
-        self._inflight: dict[RequestId, _Inbound] = {}
+        self._inflight: dict[RequestId, InboundRequest] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._send_lock = asyncio.Lock()
         self._send_nowait: Callable[[str], bool] | None = getattr(transport, "send_nowait", None)
@@ -288,7 +201,8 @@ class JsonRpcPeer:
             # stay silent: we answer it instead, exactly once.
             entries = list(self._inflight.items())
             self._inflight.clear()
-            cancelled = {entry.task for _, entry in entries if entry.task is not current}
+            tasks = (entry.task for _, entry in entries)
+            cancelled = {task for task in tasks if task is not None and task is not current}
             for task in cancelled:
                 task.cancel()
             if answer_inflight_with is not None and entries:
@@ -321,7 +235,7 @@ class JsonRpcPeer:
             )
             task.cancel()
 
-    def cancel(self, request_id: object, *, method: str) -> bool:
+    def cancel(self, request_id: object, *, method: str, reason: str = "") -> bool:
         """Stop serving an inbound `method` request that the other side cancelled.
 
         Its task is cancelled and it gets no answer (MCP base protocol, Cancellation:
@@ -330,17 +244,17 @@ class JsonRpcPeer:
         anything left to answer. False, and nothing changes, when no `method` request
         is in flight under this id (unknown, already answered, or another method).
         """
-        if not _valid_id(request_id):
+        if not valid_id(request_id):
             return False
         entry = self._inflight.get(request_id)
         if entry is None or entry.method != method:
             return False
         del self._inflight[request_id]
-        entry.task.cancel()
+        entry.cancel(reason)
         return True
 
     async def _answer_all(
-        self, entries: list[tuple[RequestId, _Inbound]], error: dict[str, Any]
+        self, entries: list[tuple[RequestId, InboundRequest]], error: dict[str, Any]
     ) -> None:
         # Bounded: a peer that stopped reading (a full pipe) must not hold up
         # shutdown; the transport is closed next either way.
@@ -400,13 +314,13 @@ class JsonRpcPeer:
             raise ConnectionClosed(f"{self.name}: {self.close_reason}")
         request_id = next(self._ids)
         if isinstance(params, EncodedParams):  # the id and method are ours: nothing to redact
-            head = _dumps({"jsonrpc": "2.0", "id": request_id, "method": method})
+            head = dumps({"jsonrpc": "2.0", "id": request_id, "method": method})
             text = f'{head[:-1]},"params":{params.json}}}'
         else:
             message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
             if params is not None:
                 message["params"] = params
-            text = redact(_dumps(message))
+            text = redact(dumps(message))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending[request_id] = future
@@ -435,7 +349,7 @@ class JsonRpcPeer:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
-        await self._send(_dumps(message))
+        await self._send(dumps(message))
 
     async def _send(self, text: str) -> None:
         # Every frame passes the redaction boundary: an error or a chunk may quote a key.
@@ -509,9 +423,9 @@ class JsonRpcPeer:
 
     async def _dispatch(self, text: str) -> None:
         try:
-            message = _loads(text)
+            message = loads(text)
         except (ValueError, RecursionError) as exc:
-            await self._refuse(None, PARSE_ERROR, f"Parse error: {_parse_problem(exc)}")
+            await self._refuse(None, PARSE_ERROR, f"Parse error: {parse_problem(exc)}")
             return
         if isinstance(message, list):
             await self._refuse(None, INVALID_REQUEST, "Invalid Request: batches are not supported")
@@ -524,7 +438,7 @@ class JsonRpcPeer:
         # An id already in flight is not echoed in a refusal: that would be a
         # second answer under the in-flight request's id.
         readable_id: RequestId | None = (
-            raw_id if _valid_id(raw_id) and raw_id not in self._inflight else None
+            raw_id if valid_id(raw_id) and raw_id not in self._inflight else None
         )
         if "method" not in message and ("result" in message or "error" in message):
             self._on_response(message)
@@ -552,7 +466,7 @@ class JsonRpcPeer:
         if not has_id:
             await self._on_notification(method, params)
             return
-        if not _valid_id(raw_id):
+        if not valid_id(raw_id):
             await self._refuse(
                 None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
             )
@@ -565,17 +479,19 @@ class JsonRpcPeer:
         self._spawn(readable_id, method, params)
 
     def _spawn(self, request_id: RequestId, method: str, params: Params) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self._serve(request_id, method, params), name=f"jsonrpc:{self.name}:{method}"
+        request = InboundRequest(self, request_id, method, params)
+        task = request.task = asyncio.get_running_loop().create_task(
+            self._serve(request), name=f"jsonrpc:{self.name}:{method}"
         )
-        self._inflight[request_id] = _Inbound(task, method)
+        self._inflight[request_id] = request
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, request_id: RequestId, method: str, params: Params) -> None:
+    async def _serve(self, request: InboundRequest) -> None:
+        request_id = request.id
         try:
-            result = await self._handle_request(request_id, method, params)
-            frame = _dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+            result = await self._handle_request(request)
+            frame = dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
         except asyncio.CancelledError:
             # close() took our entry and answers for us, or cancel() took it: no answer.
             raise
@@ -583,8 +499,7 @@ class JsonRpcPeer:
             frame = encode_error(request_id, error_object(exc))
         # The guard: answer only if our entry is still there, i.e. close()
         # has not answered already. The check and removal do not await.
-        entry = self._inflight.get(request_id)
-        if entry is None or entry.task is not asyncio.current_task():
+        if self._inflight.get(request_id) is not request:
             return
         del self._inflight[request_id]
         await self._send_quietly(frame)
@@ -602,7 +517,7 @@ class JsonRpcPeer:
 
     def _on_response(self, message: dict[str, Any]) -> None:
         raw_id = message.get("id")
-        future = self._pending.get(raw_id) if _valid_id(raw_id) else None
+        future = self._pending.get(raw_id) if valid_id(raw_id) else None
         if future is None:
             if raw_id is None and isinstance(message.get("error"), dict):
                 logger.warning(
@@ -620,7 +535,7 @@ class JsonRpcPeer:
         elif "result" in message:
             future.set_result(message["result"])
         else:
-            future.set_exception(_remote_error(message["error"]))
+            future.set_exception(remote_error(message["error"]))
 
 
 def _awaiting(awaitable: object) -> str:
@@ -641,22 +556,13 @@ def _first_attribute(thing: object, names: tuple[str, ...]) -> Any:
     return next((v for n in names if (v := getattr(thing, n, None)) is not None), None)
 
 
-def _remote_error(error: object) -> RemoteError:
-    if not isinstance(error, dict):
-        return RemoteError(INTERNAL_ERROR, "malformed error object")
-    code = error.get("code")
-    if not isinstance(code, int) or isinstance(code, bool):
-        code = INTERNAL_ERROR
-    message = error.get("message")
-    return RemoteError(code, message if isinstance(message, str) else "", error.get("data"))
-
-
 __all__ = [
     "CLOSE_DRAIN_TIMEOUT_S",
     "ConnectionClosed",
     "EncodedParams",
     "FrameError",
     "FrameTooLarge",
+    "InboundRequest",
     "JsonRpcPeer",
     "NotificationHandler",
     "Params",

@@ -1,14 +1,14 @@
 """The parts of MCPL that plugins see: error codes, the error type, an inbound request.
 
-The connection layer (`agentcore.mcpl.connection`) owns the wire; a plugin
-answering `on_mcpl_request` sees only an `McplRequest` and returns a result or
-raises `McplError`. Everything else a plugin raises becomes -32603 at the one
-boundary where exceptions become error objects.
+The connection layer (`agentcore.mcpl.connection` and what it stands on) owns the
+wire; a plugin answering `on_mcpl_request` sees only an `McplRequest` and returns a
+result or raises `McplError`. Everything else a plugin raises becomes -32603 at the
+one boundary where exceptions become error objects.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 # JSON-RPC 2.0
@@ -62,19 +62,23 @@ class ServerHandle(Protocol):
         ...
 
 
+class InboundCancellation(Protocol):
+    """What `McplRequest` reads of the one object the JSON-RPC peer made for the request
+    (`agentcore.mcpl.jsonrpc.InboundRequest`), which alone owns its cancellation."""
+
+    @property
+    def cancel_reason(self) -> str | None: ...
+
+
 @dataclass(slots=True)
 class McplRequest:
-    """One inbound request that passed the kernel's grant and feature-set checks."""
+    """One inbound request that passed the kernel's grant and feature-set checks: what a
+    plugin sees of it. `server` is the session it came on, the back-channel for its chunks."""
 
     server: ServerHandle
     id: int | str
     method: str
     params: dict[str, Any]
-    cancelled: str | None = None
-    """The server's reason ("" if it gave none) once it cancelled this request with
-    `notifications/cancelled` (MCP's base protocol). Set just before the handler's task
-    is cancelled, so a handler that catches the `CancelledError` can tell why; the
-    request then gets no answer. Only `inference/request` can be cancelled."""
     deadline: float | None = None
     """When (the event loop's clock) the host stops working on it and answers it -32603
     (`agentcore.mcpl.deadline`); a handler cancelled at that time was cut by it."""
@@ -82,6 +86,17 @@ class McplRequest:
     """The host's ceiling on the output tokens this request may ask for (``[mcpl.servers.NAME]
     max_tokens``, else ``[mcpl]``'s; None: none known). A plugin answering an
     `inference/request` refuses a larger `maxTokens` and keeps its own default under it."""
+    inbound: InboundCancellation | None = field(default=None, repr=False, compare=False)
+    """The request as the peer read it, owner of its task and cancellation (None for a
+    request made outside a connection, e.g. in a test)."""
+
+    @property
+    def cancelled(self) -> str | None:
+        """The server's reason ("" if it gave none) once it cancelled this request with
+        `notifications/cancelled` (MCP's base protocol). Recorded before the handler's task
+        is cancelled, so a handler that catches the `CancelledError` can tell why; the
+        request then gets no answer. Only `inference/request` can be cancelled."""
+        return None if self.inbound is None else self.inbound.cancel_reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,7 @@ Fixtures: ``scripted_provider`` returns a `ScriptedProvider` named ``fake``;
         assert scripted_provider.models == ["m1", "m1"]
 """
 
+from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.testing.scenarios import WIRES, Scenario, Unplayable, Wire
 from agentcore.testing.scripted import (
     NO_TERMINAL,
@@ -200,8 +201,10 @@ __all__ = [
     "WIRES",
     "Call",
     "CallEvent",
+    "Kernel",
     "LoopbackServer",
     "Partial",
+    "PluginLoadError",
     "ProviderKindsPlugin",
     "Scenario",
     "ScriptedCall",

@@ -30,7 +30,7 @@ from agentcore.inference import (
 if TYPE_CHECKING:
     from agentcore.inference.calls import Wait
     from agentcore.providers import ProviderFactory
-    from agentcore.traces import TraceEvent
+    from agentcore.tracing import TraceEvent
 
 SCRIPTED_KIND = "scripted"
 """The provider kind `scripted_kind` contributes."""

@@ -550,7 +550,7 @@ def test_the_status_line_follows_the_waiting_traces() -> None:
     from rich.console import Console
 
     from agentcore.cli import InferStatus
-    from agentcore.traces import TraceEvent
+    from agentcore.tracing import TraceEvent
 
     status = InferStatus(Console(file=io.StringIO(), force_terminal=True))
     fields = {"reason": "hold", "provider": "a", "model": "claude-x"}

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from aiohttp import WSMsgType, web
 
 from agentcore import hookimpl
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 TIMEOUT_S = 10.0
 RELAY = Path(__file__).parent / "servers" / "relay_server.py"

@@ -114,7 +114,11 @@ async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_relea
         Scenario.rate_limit(retry_after=4), Scenario.text("Hello from the host"), provider="a"
     )
     servers = {"srv": hub.config("srv")}
-    limits = {"rate_limit": {"providers": {"a": {"max_in_flight": 4}}}}
+    # The hold lasts exactly the stated 4 s (no release jitter), so the page counts from 4.
+    limits = {
+        "rate_limit": {"providers": {"a": {"max_in_flight": 4}}},
+        "provider_hold": {"release_jitter": 0},
+    }
     settings = loopback_settings(PROVIDERS, sections=settings_sections(hub, servers, extra=limits))
     port = free_port()
     process = await serve_console(settings, f"127.0.0.1:{port}")

@@ -17,7 +17,8 @@ from agentcore.log import REDACTED, configure_logging, register_secret
 from agentcore.plugins import PluginContext, SettingsSection
 from agentcore.redaction import StreamRedactor, redact, redact_url
 from agentcore.settings import ProviderSettings, Section, load_settings
-from agentcore.traces import JsonlTraceSink, TraceEvent
+from agentcore.traces import JsonlTraceSink
+from agentcore.tracing import TraceEvent
 
 KEY = "sk-test-3f9a8c7e6d5b4a39"
 

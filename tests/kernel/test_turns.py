@@ -34,7 +34,7 @@ from agentcore.kernel import Kernel
 from agentcore.model_info import describe_model, known_model
 from agentcore.settings import ModelSettings, SettingsError
 from agentcore.testing import STALL, Partial, ScriptedProvider, scripted_kind
-from agentcore.traces import TraceEvent
+from agentcore.tracing import TraceEvent
 
 TURN = HostTurn("conv", 0, "question")
 

@@ -517,6 +517,46 @@ async def test_a_cancel_for_a_request_other_than_inference_changes_nothing(
     assert answer == {"jsonrpc": "2.0", "id": rid, "result": {"id": "m"}}
 
 
+async def test_a_cancelled_inference_tells_its_handler_why_and_gets_no_answer(
+    connect: Connect,
+) -> None:
+    # One owner of the cancellation: the request the peer read records the server's
+    # reason, and the handler reads it from its McplRequest as its task is cancelled.
+    seen_why: list[str | None] = []
+    stopped = asyncio.Event()
+
+    class Waits(Host):
+        async def __call__(self, request: McplRequest) -> Any:
+            self.seen.append(request)
+            self.entered.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                seen_why.append(request.cancelled)
+                stopped.set()
+                raise
+            return RESULT
+
+    host = Waits()
+    conn = await connect(host=host)
+    request = {"jsonrpc": "2.0", "id": 6000, "method": "inference/request", "params": INFER}
+    await conn.request("test/raw", {"frames": [request], "await_count": 0}, timeout=TIMEOUT)
+    await asyncio.wait_for(host.entered.wait(), TIMEOUT)
+    assert host.seen[0].cancelled is None
+    cancel = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 6000, "reason": "the user moved on"},
+    }
+    await conn.request("test/raw", {"frames": [cancel], "await_count": 0}, timeout=TIMEOUT)
+    await conn.request("test/observed", {}, timeout=TIMEOUT)  # the cancel has been read
+    await asyncio.wait_for(stopped.wait(), TIMEOUT)
+    assert seen_why == ["the user moved on"]
+    assert host.seen[0].cancelled == "the user moved on"
+    # The session goes on, and the cancelled request was never answered.
+    assert "6000" not in (await observed(conn))["answers"]
+
+
 async def test_an_inference_cancelled_right_behind_its_request_never_starts(
     connect: Connect,
 ) -> None:
@@ -547,3 +587,32 @@ def test_host_capabilities_merge_what_plugins_provide() -> None:
         "inferenceLifecycle": True,
         "inferenceRequest": {"streaming": True},
     }
+
+
+async def test_a_notification_outside_mcpl_goes_to_the_notification_handler(
+    scripted_server: Any,
+) -> None:
+    heard: list[tuple[ServerConnection, str, dict[str, Any]]] = []
+    arrived = asyncio.Event()
+
+    async def on_notification(conn: ServerConnection, method: str, params: dict[str, Any]) -> None:
+        heard.append((conn, method, params))
+        arrived.set()
+
+    command, env = scripted_server(manifest=MANIFEST, tools=True)
+    conn = ServerConnection(
+        "scripted",
+        stdio_factory("scripted", command, env=env, shutdown_grace_s=5.0),
+        grant=GRANT,
+        handler=Host(),
+        notification_handler=on_notification,
+        request_timeout_s=TIMEOUT,
+    )
+    await asyncio.wait_for(conn.start(), TIMEOUT)
+    try:
+        hello = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "hi"}}
+        await conn.request("test/raw", {"frames": [hello], "await_count": 0}, timeout=TIMEOUT)
+        await asyncio.wait_for(arrived.wait(), TIMEOUT)
+        assert heard == [(conn, "notifications/message", {"data": "hi"})]
+    finally:
+        await conn.close()

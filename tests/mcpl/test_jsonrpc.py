@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from agentcore.mcpl.jsonrpc import (
     ConnectionClosed,
     FrameTooLarge,
+    InboundRequest,
     JsonRpcPeer,
     Params,
     RemoteError,
-    RequestId,
     encode_params,
 )
 from agentcore.mcpl.protocol import (
@@ -33,8 +33,9 @@ from agentcore.mcpl.transports import MemoryTransport, memory_pair
 TIMEOUT = 5.0
 
 
-async def handler(request_id: RequestId, method: str, params: Params) -> Any:
+async def handler(request: InboundRequest) -> Any:
     """A small server: echo, errors of each kind, and a request that waits forever."""
+    method, params = request.method, request.params
     if method == "echo":
         return params
     if method == "params":
@@ -177,7 +178,7 @@ async def test_unknown_method_bad_params_and_handler_failures(
 async def test_error_data_is_carried(pair: tuple[JsonRpcPeer, MemoryTransport]) -> None:
     peer_end, raw = memory_pair()
 
-    async def refuse(request_id: RequestId, method: str, params: Params) -> Any:
+    async def refuse(request: InboundRequest) -> Any:
         raise McplError(-32002, "Capability denied", {"capability": "modelInfo"})
 
     peer = JsonRpcPeer(peer_end, refuse)
@@ -308,7 +309,7 @@ async def test_close_answers_each_inflight_request_exactly_once() -> None:
     entered = asyncio.Event()
     release = asyncio.Event()
 
-    async def stubborn(request_id: RequestId, method: str, params: Params) -> Any:
+    async def stubborn(request: InboundRequest) -> Any:
         entered.set()
         try:
             await asyncio.Event().wait()
@@ -346,7 +347,7 @@ async def test_close_without_an_answer_cancels_inflight_handlers() -> None:
     peer_end, raw = memory_pair()
     cancelled = asyncio.Event()
 
-    async def waits(request_id: RequestId, method: str, params: Params) -> Any:
+    async def waits(request: InboundRequest) -> Any:
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -366,16 +367,18 @@ async def test_close_without_an_answer_cancels_inflight_handlers() -> None:
 async def test_a_cancelled_request_is_never_answered_not_even_by_close() -> None:
     peer_end, raw = memory_pair()
     cancelled = asyncio.Event()
-    entered: list[RequestId] = []
+    entered: list[InboundRequest] = []
+    reasons: list[str | None] = []
 
-    async def swallows(request_id: RequestId, method: str, params: Params) -> Any:
-        if method == "echo":
-            return params
-        entered.append(request_id)
+    async def swallows(request: InboundRequest) -> Any:
+        if request.method == "echo":
+            return request.params
+        entered.append(request)
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             # A handler that swallows its cancellation and answers anyway: unheard.
+            reasons.append(request.cancel_reason)  # the request itself says why
             cancelled.set()
             return "too late"
         return None
@@ -388,8 +391,12 @@ async def test_a_cancelled_request_is_never_answered_not_even_by_close() -> None
         await asyncio.sleep(0)
     assert not peer.cancel(1, method="other")  # another method: nothing changes
     assert not peer.cancel(3, method="slow")  # not in flight: nothing changes
-    assert peer.cancel(1, method="slow")
+    assert entered[0].cancel_reason is None and not entered[0].cancel_event.is_set()
+    assert peer.cancel(1, method="slow", reason="no longer needed")
     await asyncio.wait_for(cancelled.wait(), TIMEOUT)
+    assert reasons == ["no longer needed"]
+    assert entered[0].cancel_event.is_set()
+    assert entered[1].cancel_reason is None  # the other request is untouched
     assert peer.inflight == frozenset({2})
     # The id is free again, and the next answer that comes is the new request's.
     answer = await ask(raw, '{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}')
@@ -465,7 +472,7 @@ async def test_a_response_resumes_its_waiter_before_a_later_request_is_handled()
     state = {"ready": False}
     seen_ready: list[bool] = []
 
-    async def check(request_id: RequestId, method: str, params: Params) -> Any:
+    async def check(request: InboundRequest) -> Any:
         seen_ready.append(state["ready"])
         return None
 
@@ -575,9 +582,9 @@ async def _hostile_scenario(frames: list[tuple[str, Any]]) -> None:
     release = asyncio.Event()
     synced = asyncio.Event()
 
-    async def held(request_id: RequestId, method: str, params: Params) -> Any:
+    async def held(request: InboundRequest) -> Any:
         await release.wait()
-        return await handler(request_id, method, params)
+        return await handler(request)
 
     async def on_notification(method: str, params: Params) -> None:
         if method == "sync-7f3e9a":
@@ -683,7 +690,7 @@ async def test_a_handler_that_swallowed_its_cancellation_is_cancelled_again_on_c
     entered = asyncio.Event()
     ended: list[str] = []
 
-    async def swallows_once(request_id: RequestId, method: str, params: Params) -> Any:
+    async def swallows_once(request: InboundRequest) -> Any:
         entered.set()
         try:
             await asyncio.Event().wait()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentcore.mcpl.bounded import BoundedPeer
-from agentcore.mcpl.jsonrpc import Params, RequestId
+from agentcore.mcpl.jsonrpc import InboundRequest
 from agentcore.mcpl.limits import DEFAULT_LIMITS, Limits
 from agentcore.mcpl.protocol import McplError, McplRequest, PushAnswer, PushEvent
 from agentcore.mcpl.push import PushEvents
@@ -79,7 +79,8 @@ def test_a_bound_below_one_is_refused_at_load(tmp_path: Path, section: str, key:
 async def test_past_the_limit_a_request_is_refused_at_once_naming_it() -> None:
     release = asyncio.Event()
 
-    async def handler(request_id: RequestId, method: str, params: Params) -> Any:
+    async def handler(request: InboundRequest) -> Any:
+        request_id = request.id
         await release.wait()
         return {"served": request_id}
 

@@ -18,10 +18,14 @@ from agentcore_provider_hold import ProviderHold
 from agentcore_retry import RetryPolicy
 from agentcore_waiting_trace import WaitingTrace
 
-from agentcore.inference import InferenceError, Message, Request
-from agentcore.kernel import Kernel, PluginLoadError, SettingsError
-from agentcore.redaction import redact
-from agentcore.testing import API_KEY, LoopbackServer, Scenario
+from agentcore.api import InferenceError, Message, Request, SettingsError, redact
+from agentcore.testing import (
+    API_KEY,
+    Kernel,
+    LoopbackServer,
+    PluginLoadError,
+    Scenario,
+)
 
 TOKEN = "console-token-31337-test"
 TIMEOUT = aiohttp.ClientTimeout(total=10)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentcore_console import HostState
 
-from agentcore.traces import TraceEvent
+from agentcore.api import TraceEvent
 
 
 def feed(host: HostState, type: str, /, at: int = 1_000, **fields: object) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from agentcore_mcpl_context import ContextSettings, McplContext
 
-from agentcore.kernel import Kernel
-from agentcore.settings import SettingsError
+from agentcore.api import SettingsError
+from agentcore.testing import Kernel
 
 
 def test_found_by_its_entry_point_and_active() -> None:

@@ -13,11 +13,18 @@ from agentcore_mcpl_router import (
     wildcard_matches,
 )
 
-from agentcore.inference import Response, StopInfo, TextBlock, ToolUseBlock, Usage
-from agentcore.inference.outcome import completion_problem
-from agentcore.kernel import Kernel
-from agentcore.mcpl.protocol import INVALID_PARAMS, McplError
-from agentcore.settings import SettingsError
+from agentcore.api import (
+    INVALID_PARAMS,
+    McplError,
+    Response,
+    SettingsError,
+    StopInfo,
+    TextBlock,
+    ToolUseBlock,
+    Usage,
+    completion_problem,
+)
+from agentcore.testing import Kernel
 
 ROUTING = RoutingSettings(
     default="d:default",

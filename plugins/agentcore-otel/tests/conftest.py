@@ -15,7 +15,7 @@ from agentcore_waiting_trace import WaitingTrace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentcore.kernel import Kernel
+from agentcore.testing import Kernel
 
 sys.path.insert(0, str(Path(__file__).parent))
 from otel_support import Exported

@@ -20,10 +20,16 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Exported
 
-from agentcore.inference import Complete, HostTurn, InferenceError, Message, Request
-from agentcore.kernel import Kernel, SettingsError
-from agentcore.redaction import redact
-from agentcore.testing import API_KEY, LoopbackServer, Scenario
+from agentcore.api import (
+    Complete,
+    HostTurn,
+    InferenceError,
+    Message,
+    Request,
+    SettingsError,
+    redact,
+)
+from agentcore.testing import API_KEY, Kernel, LoopbackServer, Scenario
 
 
 def request(model: str = "a:claude-otel", text: str = "Hi", **kwargs: Any) -> Request:

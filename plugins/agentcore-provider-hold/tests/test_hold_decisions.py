@@ -7,7 +7,7 @@ from typing import Any
 
 from agentcore_provider_hold import HOLD_TOO_LONG, HoldKey, hold_duration_s
 
-from agentcore.inference import InferenceError
+from agentcore.api import InferenceError
 
 
 def err(kind: Any, **kw: Any) -> InferenceError:

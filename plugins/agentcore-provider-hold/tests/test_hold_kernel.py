@@ -12,12 +12,19 @@ import agentcore_provider_hold
 import pytest
 from agentcore_provider_hold import HOLD_TOO_LONG, ProviderHold
 
-from agentcore import hookimpl
-from agentcore.fleet.memory import MemoryFleetStore
-from agentcore.inference import SHUTTING_DOWN, Complete, Failed, InferenceError, Message, Request
-from agentcore.inference.calls import Attempt, Retry
-from agentcore.kernel import Kernel
-from agentcore.testing import Stall
+from agentcore.api import (
+    SHUTTING_DOWN,
+    Attempt,
+    Complete,
+    Failed,
+    InferenceError,
+    MemoryFleetStore,
+    Message,
+    Request,
+    Retry,
+    hookimpl,
+)
+from agentcore.testing import Kernel, Stall
 
 Load = Callable[..., Kernel]
 

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from agentcore_provider_hold import HOLD_TOO_LONG, ProviderHold
 
-from agentcore.inference import InferenceError, Message, Request
-from agentcore.kernel import Kernel
-from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+from agentcore.api import InferenceError, Message, Request
+from agentcore.testing import API_KEY, API_KEY_ENV, Kernel, LoopbackServer, Scenario
 
 LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from agentcore.inference import Message, Request
-from agentcore.kernel import Kernel
-from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+from agentcore.api import Message, Request
+from agentcore.testing import API_KEY, API_KEY_ENV, Kernel, LoopbackServer, Scenario
 
 LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from agentcore_rate_limit import RateLimit
 
-from agentcore.kernel import Kernel
-from agentcore.testing import ScriptedProvider, TraceRecorder, scripted_kind
+from agentcore.testing import Kernel, ScriptedProvider, TraceRecorder, scripted_kind
 from agentcore.testing.redis import RedisServer
 
 BASE = """

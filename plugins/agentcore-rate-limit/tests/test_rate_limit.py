@@ -11,11 +11,8 @@ from typing import Any
 import pytest
 from agentcore_rate_limit import LIMIT_WAIT_TOO_LONG, SLOTS_TRACE
 
-from agentcore import hookimpl
-from agentcore.inference import SHUTTING_DOWN, InferenceError, Message, Request
-from agentcore.inference.calls import Attempt
-from agentcore.kernel import Kernel
-from agentcore.testing import STALL, Stall
+from agentcore.api import SHUTTING_DOWN, Attempt, InferenceError, Message, Request, hookimpl
+from agentcore.testing import STALL, Kernel, Stall
 
 Load = Callable[..., Kernel]
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from agentcore_retry import RetryPolicy
 
-from agentcore.kernel import Kernel
-from agentcore.testing import ScriptedProvider, TraceRecorder, scripted_kind
+from agentcore.testing import Kernel, ScriptedProvider, TraceRecorder, scripted_kind
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ from agentcore_retry import (
     wait_s,
 )
 
-from agentcore.inference import NO_TERMINAL, PROGRESS_TIMEOUT, InferenceError
-from agentcore.inference.calls import GiveUp, Retry
+from agentcore.api import NO_TERMINAL, PROGRESS_TIMEOUT, GiveUp, InferenceError, Retry
 
 LIMIT = (600.0, "[retry] max_stated_wait_s")
 

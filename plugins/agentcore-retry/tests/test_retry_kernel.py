@@ -10,7 +10,7 @@ import pytest
 from agentcore_retry import RetryPolicy, RetrySettings
 from loguru import logger
 
-from agentcore.inference import (
+from agentcore.api import (
     NO_TERMINAL,
     PROGRESS_TIMEOUT,
     Aborted,
@@ -20,11 +20,12 @@ from agentcore.inference import (
     Message,
     Request,
     Retrying,
+    Section,
+    SettingsError,
+    SettingsSection,
     StreamEvent,
 )
-from agentcore.kernel import Kernel
-from agentcore.plugins import SettingsSection
-from agentcore.settings import Section, SettingsError
+from agentcore.testing import Kernel
 
 Load = Callable[..., Kernel]
 

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from uv import find_uv_bin
 
-from agentcore.inference import InferenceError, Message, Request
-from agentcore.kernel import Kernel
-from agentcore.testing import API_KEY, API_KEY_ENV, scripted_kind
+from agentcore.api import InferenceError, Message, Request
+from agentcore.testing import API_KEY, API_KEY_ENV, Kernel, scripted_kind
 
 LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
@@ -36,8 +35,8 @@ REPLACEMENT = {
         packages = ["acme_retry"]
     """,
     "acme_retry/__init__.py": """
-        from agentcore import hookimpl
-        from agentcore.inference.calls import GiveUp, Retry
+        from agentcore.api import hookimpl
+        from agentcore.api import GiveUp, Retry
 
 
         class AcmeRetry:

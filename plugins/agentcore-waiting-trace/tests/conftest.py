@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from agentcore_waiting_trace import WaitingTrace
 
-from agentcore.kernel import Kernel
-from agentcore.testing import API_KEY, API_KEY_ENV, TraceRecorder
+from agentcore.testing import API_KEY, API_KEY_ENV, Kernel, TraceRecorder
 
 LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 

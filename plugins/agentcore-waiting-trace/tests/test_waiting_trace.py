@@ -10,12 +10,18 @@ from typing import Any
 import pytest
 from agentcore_waiting_trace import waiting_fields
 
-from agentcore import hookimpl
-from agentcore.inference import InferenceError, Message, Request
-from agentcore.inference.calls import Attempt, Inference, Retry, Wait
-from agentcore.kernel import Kernel
-from agentcore.settings import SettingsError
-from agentcore.testing import Scenario
+from agentcore.api import (
+    Attempt,
+    Inference,
+    InferenceError,
+    Message,
+    Request,
+    Retry,
+    SettingsError,
+    Wait,
+    hookimpl,
+)
+from agentcore.testing import Kernel, Scenario
 
 Load = Callable[..., Kernel]
 

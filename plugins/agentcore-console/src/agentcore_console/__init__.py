@@ -32,10 +32,7 @@ from typing import TYPE_CHECKING
 from loguru import logger
 from pydantic import Field, field_validator
 
-from agentcore import hookimpl
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import Section
-from agentcore.traces import TraceEvent
+from agentcore.api import PluginContext, Section, SettingsSection, TraceEvent, hookimpl
 from agentcore_console.state import HostState
 
 if TYPE_CHECKING:
@@ -119,9 +116,8 @@ class ConsolePage:
         return SettingsSection("console", ConsoleSettings)
 
     @hookimpl
-    async def agentcore_start(self, context: PluginContext) -> None:
-        if isinstance(context.settings, ConsoleSettings):
-            self.settings = context.settings
+    async def agentcore_start(self, context: PluginContext[ConsoleSettings]) -> None:
+        self.settings = context.settings
         listen = self.settings.listen
         if listen is None:
             return

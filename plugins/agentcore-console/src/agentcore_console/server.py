@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentcore.redaction import redact
+from agentcore.api import redact
 from agentcore_console import is_loopback, normal_host
 from agentcore_console.state import HostState
 

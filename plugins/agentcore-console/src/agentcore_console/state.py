@@ -13,7 +13,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from agentcore.traces import TraceEvent
+from agentcore.api import (
+    HoldPayload,
+    ReleasePayload,
+    SlotsPayload,
+    TraceEvent,
+    WaitingPayload,
+    payload,
+)
 
 LAST_FAILURES = 20
 THROUGHPUT_WINDOW_MS = 60_000
@@ -148,56 +155,53 @@ class HostState:
             inference["lastError"] = event.fields.get("error")
 
     def _waiting(self, event: TraceEvent) -> None:
-        f = event.fields
-        wait_id = str(f.get("waitId"))
-        if f.get("ended"):
+        f = payload(event, WaitingPayload)
+        wait_id = f["waitId"]
+        if f["ended"]:
             self.waiting.pop(wait_id, None)
             return
-        remaining = f.get("remainingMs")
+        remaining = f["remainingMs"]
         self.waiting[wait_id] = {
             "waitId": wait_id,
-            "inferenceId": f.get("inferenceId"),
-            "provider": f.get("provider"),
-            "model": f.get("model"),
-            "reason": f.get("reason"),
-            "attempt": f.get("attempt"),
-            "sinceMs": event.timestamp - int(f.get("waitedMs") or 0),
+            "inferenceId": f["inferenceId"],
+            "provider": f["provider"],
+            "model": f["model"],
+            "reason": f["reason"],
+            "attempt": f["attempt"],
+            "sinceMs": event.timestamp - f["waitedMs"],
             "untilMs": None if remaining is None else event.timestamp + int(remaining),
         }
 
     # -- holds ---------------------------------------------------------------------------
 
     def _hold(self, event: TraceEvent) -> None:
-        f = event.fields
-        provider = str(f.get("provider"))
+        f = payload(event, HoldPayload)
+        provider = f["provider"]
         self._provider(provider)
-        model = "*" if f.get("key") == "provider" else str(f.get("model"))
-        until = f.get("untilMs")
-        if until is None:
-            until = event.timestamp + int(f.get("durationMs") or 0)
+        model = "*" if f["key"] == "provider" else f["model"]
         self.holds[provider, model] = {
             "provider": provider,
             "model": model,
-            "reason": f.get("reason"),
-            "error": f.get("error"),
+            "reason": f["reason"],
+            "error": f["error"],
             "sinceMs": self.holds.get((provider, model), {}).get("sinceMs", event.timestamp),
-            "untilMs": until,
+            "untilMs": f["untilMs"],
         }
 
     def _release(self, event: TraceEvent) -> None:
-        f = event.fields
-        model = "*" if f.get("key") == "provider" else str(f.get("model"))
-        self.holds.pop((str(f.get("provider")), model), None)
+        f = payload(event, ReleasePayload)
+        model = "*" if f["key"] == "provider" else f["model"]
+        self.holds.pop((f["provider"], model), None)
 
     # -- rate-limit slots ------------------------------------------------------------------
 
     def _slots(self, event: TraceEvent) -> None:
         """Each trace carries the count after the change, so the latest one is the truth."""
-        f = event.fields
-        self._provider(str(f.get("provider")))["slots"] = {
-            "inUse": int(f.get("inUse") or 0),
-            "limit": f.get("maxInFlight"),
-            "scope": f.get("scope"),
+        f = payload(event, SlotsPayload)
+        self._provider(f["provider"])["slots"] = {
+            "inUse": f["inUse"],
+            "limit": f["maxInFlight"],
+            "scope": f["scope"],
         }
 
     # -- MCPL servers ----------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The policy of MCPL SPEC §10 for an inference that is one of the host's own turns
 (`Request.turn`; `agentcore infer --conversation`); the message shapes and the
-checks every host owes are in `agentcore.mcpl.context`.
+checks every host owes are in `agentcore_mcpl_context.wire`.
 
 - Before the turn, `context/beforeInference` goes to every ready server granted any
   `contextHooks.beforeInference.*` leaf, all at once, each cut at ``[mcpl.context]
@@ -22,15 +22,25 @@ checks every host owes are in `agentcore.mcpl.context`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loguru import logger
 from pydantic import Field
 
-from agentcore import hookimpl
-from agentcore.inference.calls import Inference
-from agentcore.inference.turns import Injection, TurnEnding
-from agentcore.mcpl.context import (
+from agentcore.api import (
+    ConnectionClosed,
+    Inference,
+    Injection,
+    McplError,
+    PluginContext,
+    Section,
+    ServerHandle,
+    SettingsSection,
+    TurnEnding,
+    hookimpl,
+    is_granted,
+)
+from agentcore_mcpl_context.wire import (
     INFERENCE_LIFECYCLE,
     LIFECYCLE,
     MODEL_INFO,
@@ -41,14 +51,6 @@ from agentcore.mcpl.context import (
     may_observe,
     takes_hooks,
 )
-from agentcore.mcpl.grants import is_granted
-from agentcore.mcpl.jsonrpc import ConnectionClosed
-from agentcore.mcpl.protocol import McplError
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import Section
-
-if TYPE_CHECKING:  # only named in annotations; importing it would import aiohttp at load
-    from agentcore.mcpl.connection import ServerConnection
 
 DEFAULT_HOOK_TIMEOUT_S = 5.0  # SPEC §10.6's recommendation
 
@@ -65,8 +67,8 @@ class McplContext:
     """The `mcpl-context` plugin."""
 
     def __init__(self) -> None:
-        self._context: PluginContext | None = None
-        self._started: dict[str, list[tuple[ServerConnection, int]]] = {}
+        self._context: PluginContext[ContextSettings] | None = None
+        self._started: dict[str, list[tuple[ServerHandle, int]]] = {}
         """inferenceId -> the servers (and their session) that were sent ``started``."""
 
     @hookimpl
@@ -74,7 +76,7 @@ class McplContext:
         return SettingsSection("mcpl.context", ContextSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
+    def agentcore_start(self, context: PluginContext[ContextSettings]) -> None:
         self._context = context
 
     @hookimpl
@@ -83,14 +85,13 @@ class McplContext:
         return {"contextHooks": {"beforeInference": True}, INFERENCE_LIFECYCLE: True}
 
     @property
-    def _ctx(self) -> PluginContext:
+    def _ctx(self) -> PluginContext[ContextSettings]:
         assert self._context is not None, "the mcpl-context plugin was not started"
         return self._context
 
     @property
     def _timeout_s(self) -> float:
-        settings = self._ctx.settings
-        return settings.hook_timeout_s if isinstance(settings, ContextSettings) else 5.0
+        return self._ctx.settings.hook_timeout_s
 
     def _model(self, inference: Inference) -> dict[str, Any]:
         return self._ctx.model_info(inference.request.model).to_wire()
@@ -125,7 +126,7 @@ class McplContext:
             )
         return injections
 
-    def _trace(self, server: ServerConnection, inference: Inference, answer: HookAnswer) -> None:
+    def _trace(self, server: ServerHandle, inference: Inference, answer: HookAnswer) -> None:
         fields: dict[str, Any] = {
             "serverId": server.name,
             "inferenceId": inference.id,
@@ -156,7 +157,7 @@ class McplContext:
         if not servers:
             return
         model = self._model(inference)
-        sent: list[tuple[ServerConnection, int]] = []
+        sent: list[tuple[ServerHandle, int]] = []
         for server in servers:
             params = lifecycle_params(
                 inference.id,
@@ -197,7 +198,7 @@ class McplContext:
             _send(server, params)
 
 
-def _send(server: ServerConnection, params: dict[str, Any]) -> bool:
+def _send(server: ServerHandle, params: dict[str, Any]) -> bool:
     """Queue one lifecycle notification; False when the connection would not take it (gone,
     or its grant no longer allows it: §5.4, a denied capability's message is not sent)."""
     try:

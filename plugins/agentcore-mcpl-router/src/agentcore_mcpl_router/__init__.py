@@ -32,38 +32,36 @@ from typing import Any
 
 from pydantic import Field
 
-from agentcore import hookimpl
-from agentcore.inference import (
+from agentcore.api import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
     NO_RESULT_MESSAGE,
+    SHUTDOWN_MESSAGE,
     SHUTTING_DOWN,
     Aborted,
     Complete,
     Failed,
     InferenceError,
+    McplError,
+    McplRequest,
     Message,
+    ModelInfo,
+    ModelReference,
+    PluginContext,
     Request,
     Response,
+    Section,
+    SettingsSection,
+    StreamRedactor,
     TextBlock,
     Token,
-)
-from agentcore.inference.outcome import (
     aborted_message,
     completion_problem,
     failure_message,
+    hookimpl,
     result_object,
+    sampling_range,
 )
-from agentcore.inference.sampling import sampling_range
-from agentcore.mcpl.protocol import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    SHUTDOWN_MESSAGE,
-    McplError,
-    McplRequest,
-)
-from agentcore.model_info import ModelInfo
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.redaction import StreamRedactor
-from agentcore.settings import ModelReference, Section
 
 DEFAULT_MAX_TOKENS = 1024
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -235,14 +233,14 @@ class McplRouter:
     """The `mcpl-router` plugin."""
 
     def __init__(self) -> None:
-        self._context: PluginContext | None = None
+        self._context: PluginContext[RoutingSettings] | None = None
 
     @hookimpl
     def agentcore_settings(self) -> SettingsSection:
         return SettingsSection("mcpl.routing", RoutingSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
+    def agentcore_start(self, context: PluginContext[RoutingSettings]) -> None:
         self._context = context
 
     @hookimpl
@@ -251,15 +249,13 @@ class McplRouter:
         return {"inferenceRequest": {"streaming": True}, "modelInfo": True}
 
     @property
-    def _started(self) -> PluginContext:
+    def _started(self) -> PluginContext[RoutingSettings]:
         assert self._context is not None, "the mcpl-router plugin was not started"
         return self._context
 
     @property
     def _routing(self) -> RoutingSettings:
-        assert self._context is not None, "the mcpl-router plugin was not started"
-        settings = self._context.settings
-        return settings if isinstance(settings, RoutingSettings) else RoutingSettings()
+        return self._started.settings
 
     @hookimpl(trylast=True)
     async def on_mcpl_request(self, request: McplRequest) -> Any:

@@ -27,12 +27,19 @@ from loguru import logger
 from opentelemetry.util.re import parse_env_headers
 from pydantic import Field
 
-from agentcore import __version__, hookimpl
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.redaction import redact_log, register_secret
-from agentcore.settings import HttpUrl, Section
-from agentcore.traces import TraceEvent
-from agentcore.urls import HTTP_SCHEMES, url_problem
+from agentcore.api import (
+    HTTP_SCHEMES,
+    HttpUrl,
+    PluginContext,
+    Section,
+    SettingsSection,
+    TraceEvent,
+    __version__,
+    hookimpl,
+    redact_log,
+    register_secret,
+    url_problem,
+)
 from agentcore_otel.recorder import VENDORS, Recorder
 
 # The SDK is imported where it is used, once an export is on: importing it costs every
@@ -212,9 +219,8 @@ class OtelExport:
         return SettingsSection("otel", OtelSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
-        if isinstance(context.settings, OtelSettings):
-            self.settings = context.settings
+    def agentcore_start(self, context: PluginContext[OtelSettings]) -> None:
+        self.settings = context.settings
         settings = self.settings
         for value in exporter_headers(settings):
             register_secret(value)  # an exporter header is a credential, whatever its name

@@ -28,16 +28,21 @@ from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from agentcore.inference.models import (
+from agentcore.api import (
+    HoldPayload,
     Request,
     Response,
+    SlotsPayload,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    TraceEvent,
+    WaitingPayload,
+    payload,
+    redact,
+    redact_value,
 )
-from agentcore.redaction import redact, redact_value
-from agentcore.traces import TraceEvent
 
 # -- attribute names (GenAI semantic conventions, and agentcore's own) ----------------------
 
@@ -329,15 +334,13 @@ class Recorder:
         )
 
     def _waiting(self, event: TraceEvent) -> None:
-        f = event.fields
-        if not f.get("ended"):
+        f = payload(event, WaitingPayload)
+        if not f["ended"]:
             return
-        reason = str(f.get("reason"))
-        waited_ms = int(f.get("waitedMs") or 0)
-        self._waited.record(
-            waited_ms / 1000, {WAIT_REASON: reason, PROVIDER: str(f.get("provider"))}
-        )
-        flight = self._flights.get(str(f.get("inferenceId")))
+        reason = f["reason"]
+        waited_ms = f["waitedMs"]
+        self._waited.record(waited_ms / 1000, {WAIT_REASON: reason, PROVIDER: f["provider"]})
+        flight = self._flights.get(f["inferenceId"])
         if flight is None:
             return
         span = self._tracer.start_span(
@@ -345,26 +348,26 @@ class Recorder:
             context=trace.set_span_in_context(flight.span),
             kind=SpanKind.INTERNAL,
             start_time=_ns(event.timestamp - waited_ms),
-            attributes={WAIT_REASON: reason, ATTEMPT: int(f.get("attempt") or 0)},
+            attributes={WAIT_REASON: reason, ATTEMPT: f["attempt"]},
         )
         span.end(_ns(event.timestamp))
         flight.attempt_started_ms = event.timestamp  # the next attempt begins after the wait
 
     def _hold(self, event: TraceEvent) -> None:
-        f = event.fields
-        reason = str(f.get("reason"))
-        self._holds.add(1, {PROVIDER: str(f.get("provider")), HOLD_REASON: reason})
-        flight = self._flights.get(str(f.get("inferenceId")))
+        f = payload(event, HoldPayload)
+        reason = f["reason"]
+        self._holds.add(1, {PROVIDER: f["provider"], HOLD_REASON: reason})
+        flight = self._flights.get(f["inferenceId"])
         if flight is not None:
             flight.span.add_event(
                 "provider.hold",
-                {HOLD_REASON: reason, "agentcore.duration_ms": int(f.get("durationMs") or 0)},
+                {HOLD_REASON: reason, "agentcore.duration_ms": f["durationMs"]},
                 timestamp=_ns(event.timestamp),
             )
 
     def _slots_in_use(self, event: TraceEvent) -> None:
-        f = event.fields
-        self._slots.set(int(f.get("inUse") or 0), {PROVIDER: str(f.get("provider"))})
+        f = payload(event, SlotsPayload)
+        self._slots.set(f["inUse"], {PROVIDER: f["provider"]})
 
     def _complete(self, event: TraceEvent) -> None:
         f = event.fields

@@ -44,23 +44,29 @@ from typing import Literal
 from loguru import logger
 from pydantic import Field
 
-from agentcore import hookimpl
-from agentcore.fleet import (
+from agentcore.api import (
+    HOLD_TRACE,
+    RELEASE_TRACE,
     UNAVAILABLE_TRACE,
+    Attempt,
     FleetStore,
     FleetUnavailable,
     Hold,
+    HoldPayload,
+    InferenceError,
+    PluginContext,
+    ReleasePayload,
+    Section,
+    SettingsSection,
+    TraceEvent,
+    Wait,
+    hookimpl,
     poll_s,
+    shutting_down,
     unavailable_error,
     unavailable_fields,
     wait_for_change,
 )
-from agentcore.inference import InferenceError
-from agentcore.inference.calls import Attempt, Wait
-from agentcore.inference.errors import shutting_down
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import Section
-from agentcore.traces import TraceEvent
 
 HOLD_KINDS: frozenset[str] = frozenset({"rate_limit", "overloaded"})
 HOLD_TOO_LONG = "hold_too_long"
@@ -163,7 +169,7 @@ class ProviderHold:
     def __init__(self, store: FleetStore | None = None) -> None:
         self._store = store
         self.settings = HoldSettings()
-        self._context: PluginContext | None = None
+        self._context: PluginContext[HoldSettings] | None = None
         self._stopped = asyncio.Event()
         self._owner_prefix = uuid.uuid4().hex[:12]
         self._linger_s = 600.0
@@ -189,10 +195,9 @@ class ProviderHold:
         return SettingsSection("provider_hold", HoldSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
+    def agentcore_start(self, context: PluginContext[HoldSettings]) -> None:
         self._context = context
-        if isinstance(context.settings, HoldSettings):
-            self.settings = context.settings
+        self.settings = context.settings
         # How long an ended hold waits for its probe before it goes by itself.
         self._linger_s = context.inference.request_timeout_s
         if self.settings.max_wait_s is not None:
@@ -378,14 +383,14 @@ class ProviderHold:
         released = await self.store.release_hold(str(key))
         if released is None:
             return
-        await self._emit(
-            "provider:release",
+        fields = ReleasePayload(
             provider=attempt.provider,
             model=attempt.model,
             key=self.settings.key,
             heldMs=round(released.held_s * 1000),
             inferenceId=attempt.inference.id,
         )
+        await self._emit(RELEASE_TRACE, **fields)
 
     async def _hold(
         self, attempt: Attempt, key: HoldKey, error: InferenceError, duration: float
@@ -393,8 +398,7 @@ class ProviderHold:
         hold, lengthened = await self.store.set_hold(str(key), duration, error.kind, self._linger_s)
         if not lengthened:
             return
-        await self._emit(
-            "provider:hold",
+        fields = HoldPayload(
             provider=attempt.provider,
             model=attempt.model,
             key=self.settings.key,
@@ -405,6 +409,7 @@ class ProviderHold:
             error=error.describe(),
             inferenceId=attempt.inference.id,
         )
+        await self._emit(HOLD_TRACE, **fields)
 
     async def _emit(self, type: str, **fields: object) -> None:
         if self._context is not None:

@@ -41,26 +41,30 @@ from typing import Literal
 from loguru import logger
 from pydantic import Field
 
-from agentcore import hookimpl
-from agentcore.fleet import (
+from agentcore.api import (
+    SLOTS_TRACE,
     UNAVAILABLE_TRACE,
+    Attempt,
     FleetStore,
     FleetUnavailable,
+    InferenceError,
+    PluginContext,
+    ProviderName,
+    Section,
+    SettingsSection,
+    SlotsPayload,
+    TraceEvent,
+    Wait,
+    hookimpl,
     poll_s,
+    shutting_down,
     unavailable_error,
     unavailable_fields,
     wait_for_change,
 )
-from agentcore.inference import InferenceError
-from agentcore.inference.calls import Attempt, Wait
-from agentcore.inference.errors import shutting_down
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import ProviderName, Section
-from agentcore.traces import TraceEvent
 
 LIMIT_WAIT_TOO_LONG = "limit_wait_too_long"
 """`InferenceError.code` of a call that would wait longer than ``max_wait_s`` for a limit."""
-SLOTS_TRACE = "rate_limit:slots"
 """The trace of a slot taken or given back: how many this replica holds, and the limit."""
 MAX_WAIT_SETTING = "[rate_limit] max_wait_s"
 WINDOW_S = 60.0
@@ -129,7 +133,7 @@ class RateLimit:
     def __init__(self, store: FleetStore | None = None) -> None:
         self._store = store
         self.settings = RateLimitSettings()
-        self._context: PluginContext | None = None
+        self._context: PluginContext[RateLimitSettings] | None = None
         self._stopped = asyncio.Event()
         self._prefix = uuid.uuid4().hex[:12]
         self._slots: dict[tuple[str, int], _Slot] = {}
@@ -151,10 +155,9 @@ class RateLimit:
         return SettingsSection("rate_limit", RateLimitSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
+    def agentcore_start(self, context: PluginContext[RateLimitSettings]) -> None:
         self._context = context
-        if isinstance(context.settings, RateLimitSettings):
-            self.settings = context.settings
+        self.settings = context.settings
 
     @hookimpl
     async def agentcore_stop(self) -> None:
@@ -313,8 +316,7 @@ class RateLimit:
         if self._context is None:
             return
         limit = self.settings.providers.get(provider)
-        self._context.emit_now(
-            SLOTS_TRACE,
+        fields = SlotsPayload(
             change=change,
             provider=provider,
             inUse=sum(1 for slot in self._slots.values() if slot.key == provider),
@@ -323,6 +325,7 @@ class RateLimit:
             inferenceId=inference_id,
             attempt=attempt,
         )
+        self._context.emit_now(SLOTS_TRACE, **fields)
 
     def _release_soon(self, slot: _Slot | None) -> None:
         """Give a slot back in a task of its own: a cancelled caller cannot stop it."""

@@ -14,10 +14,14 @@ than race it.
 
 from __future__ import annotations
 
-from agentcore import hookimpl
-from agentcore.inference import InferenceError
-from agentcore.inference.calls import Attempt, Decision
-from agentcore.plugins import PluginContext, SettingsSection
+from agentcore.api import (
+    Attempt,
+    Decision,
+    InferenceError,
+    PluginContext,
+    SettingsSection,
+    hookimpl,
+)
 from agentcore_retry.policy import (
     NEVER_RETRIED,
     backoff_s,
@@ -46,9 +50,8 @@ class RetryPolicy:
         return SettingsSection("retry", RetrySettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
-        if isinstance(context.settings, RetrySettings):
-            self.settings = context.settings
+    def agentcore_start(self, context: PluginContext[RetrySettings]) -> None:
+        self.settings = context.settings
         self.max_stated_wait = (context.inference.max_stated_wait_s, LIMIT_KEY)
 
     @hookimpl

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import tenacity
 
-from agentcore.inference import PROGRESS_TIMEOUT, InferenceError
-from agentcore.inference.calls import Decision, GiveUp, Retry
+from agentcore.api import PROGRESS_TIMEOUT, Decision, GiveUp, InferenceError, Retry
 from agentcore_retry.settings import RetrySettings, Schedule
 
 NEVER_RETRIED: frozenset[str] = frozenset(

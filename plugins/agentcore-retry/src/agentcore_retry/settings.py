@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from agentcore.settings import ProviderName, Section
+from agentcore.api import ProviderName, Section
 
 
 class Schedule(Section):

@@ -24,12 +24,17 @@ from typing import Any
 from loguru import logger
 from pydantic import Field
 
-from agentcore import hookimpl
-from agentcore.inference.calls import Wait
-from agentcore.plugins import PluginContext, SettingsSection
-from agentcore.settings import Section
+from agentcore.api import (
+    WAITING_TRACE,
+    PluginContext,
+    Section,
+    SettingsSection,
+    Wait,
+    WaitingPayload,
+    hookimpl,
+)
 
-TRACE = "inference:waiting"
+TRACE = WAITING_TRACE
 
 
 class WaitingTraceSettings(Section):
@@ -39,21 +44,21 @@ class WaitingTraceSettings(Section):
     """How often a trace is emitted while a call waits (besides its start and end)."""
 
 
-def waiting_fields(wait: Wait, *, ended: bool = False, now: float | None = None) -> dict[str, Any]:
+def waiting_fields(wait: Wait, *, ended: bool = False, now: float | None = None) -> WaitingPayload:
     """The camelCase fields of one ``inference:waiting`` trace."""
     now = time.monotonic() if now is None else now
     remaining = wait.remaining_s(now)
-    return {
-        "reason": wait.reason,
-        "provider": wait.provider,
-        "model": wait.model,
-        "attempt": wait.attempt.number,
-        "inferenceId": wait.attempt.inference.id,
-        "waitId": wait.id,
-        "remainingMs": None if remaining is None else round(remaining * 1000),
-        "waitedMs": round(wait.waited_s(now) * 1000),
-        "ended": ended,
-    }
+    return WaitingPayload(
+        reason=wait.reason,
+        provider=wait.provider,
+        model=wait.model,
+        attempt=wait.attempt.number,
+        inferenceId=wait.attempt.inference.id,
+        waitId=wait.id,
+        remainingMs=None if remaining is None else round(remaining * 1000),
+        waitedMs=round(wait.waited_s(now) * 1000),
+        ended=ended,
+    )
 
 
 class WaitingTrace:
@@ -61,7 +66,7 @@ class WaitingTrace:
 
     def __init__(self) -> None:
         self.settings = WaitingTraceSettings()
-        self._context: PluginContext | None = None
+        self._context: PluginContext[WaitingTraceSettings] | None = None
         self._tickers: dict[str, _Ticker] = {}
 
     @hookimpl
@@ -69,10 +74,9 @@ class WaitingTrace:
         return SettingsSection("waiting_trace", WaitingTraceSettings)
 
     @hookimpl
-    def agentcore_start(self, context: PluginContext) -> None:
+    def agentcore_start(self, context: PluginContext[WaitingTraceSettings]) -> None:
         self._context = context
-        if isinstance(context.settings, WaitingTraceSettings):
-            self.settings = context.settings
+        self.settings = context.settings
 
     @hookimpl
     async def agentcore_stop(self) -> None:

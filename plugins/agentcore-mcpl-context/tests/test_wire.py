@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcore.mcpl.context import (
+from agentcore_mcpl_context.wire import (
     HOOK_LEAVES,
     authorize_injections,
     lifecycle_params,

@@ -1,0 +1,399 @@
+"""MCPL for the host's own turns, on the wire: `context/beforeInference` and
+`inference/lifecycle` (SPEC §10), the message shapes and the checks the spec requires
+of every host. Which servers take part, how long they may take, what is traced: that
+is policy, in the `mcpl-context` plugin.
+
+- `before_inference` sends the hook request to every server at once and authorizes
+  each returned injection on its own, by its `position`, against the grant current
+  when the response arrives (§5.4 "enforcement is evaluated at response-receipt",
+  §10.8, §13.4); the `featureSet` and `namespace` a response names authorize nothing
+  (§5.4). While the request is pending, an `inference/request` from that server is
+  refused (§10.7; the connection does this for every `context/*` request).
+- `lifecycle_params` builds an `inference/lifecycle` notification: identifiers,
+  phase, `model` only when asked (the caller checks `modelInfo`), `usage` only for
+  ``completed``, and never any content — the fields do not exist (§10.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import functools
+import html
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from agentcore.api import (
+    POSITIONS,
+    ConnectionClosed,
+    EncodedParams,
+    InjectedBlock,
+    Injection,
+    McplError,
+    MediaBlock,
+    Phase,
+    Position,
+    RemoteError,
+    ServerHandle,
+    TextBlock,
+    encode_params,
+    is_granted,
+)
+
+BEFORE_INFERENCE = "context/beforeInference"
+LIFECYCLE = "inference/lifecycle"
+OBSERVE = "contextHooks.beforeInference.observe"
+INJECT: dict[Position, str] = {
+    "system": "contextHooks.beforeInference.inject.system",
+    "beforeUser": "contextHooks.beforeInference.inject.beforeUser",
+    "afterUser": "contextHooks.beforeInference.inject.afterUser",
+}
+HOOK_LEAVES: tuple[str, ...] = (OBSERVE, *INJECT.values())
+INFERENCE_LIFECYCLE = "inferenceLifecycle"
+MODEL_INFO = "modelInfo"
+
+HookOutcome: TypeAlias = Literal["ok", "timeout", "error", "refused"]
+
+
+def takes_hooks(grant: frozenset[str]) -> bool:
+    """Granted any `contextHooks.beforeInference.*` leaf: the hook is sent (§10.1: an
+    inject-only server gets it too, with `userMessage: null`)."""
+    return any(is_granted(grant, leaf) for leaf in HOOK_LEAVES)
+
+
+def may_observe(grant: frozenset[str]) -> bool:
+    return is_granted(grant, OBSERVE)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextInjection:
+    """One injection the grant allowed: its content as blocks the turn's request carries."""
+
+    position: Position
+    content: tuple[InjectedBlock, ...]
+    namespace: str
+
+    @property
+    def text(self) -> str:
+        return Injection(self.position, self.content).text
+
+
+@dataclass(slots=True)
+class HookAnswer:
+    """One server's part in one turn's `context/beforeInference`."""
+
+    outcome: HookOutcome
+    injections: list[ContextInjection] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    """Why each dropped injection was dropped (its position not granted, malformed)."""
+    dropped_content: list[str] = field(default_factory=list)
+    """Content blocks of accepted injections left out (media the turn's provider cannot
+    carry, a resource by reference only, ...), each saying which and why."""
+    error: str | None = None
+    """For an outcome other than ok: what happened."""
+
+
+def before_inference_params(
+    inference_id: str,
+    conversation_id: str,
+    turn_index: int,
+    user_message: str | None,
+    model: dict[str, Any],
+) -> dict[str, Any]:
+    """§10.1's params. `user_message` must already be None unless `observe` is granted."""
+    return {
+        "inferenceId": inference_id,
+        "conversationId": conversation_id,
+        "turnIndex": turn_index,
+        "userMessage": user_message,
+        "model": model,
+    }
+
+
+async def before_inference(
+    asks: Sequence[tuple[ServerHandle, dict[str, Any]]],
+    timeout_s: float,
+    media_types: frozenset[str] = frozenset(),
+    on_answer: Callable[[int, HookAnswer], None] | None = None,
+) -> list[HookAnswer]:
+    """Ask every server of `asks` (a connection and its §10.1 params: pass one dict to the
+    servers that get the same, it is encoded once) for context, all at once, each within
+    `timeout_s` (§10.6), the send included. Media blocks are kept where the turn's
+    provider carries their type (`media_types`). Each answer is authorized when it
+    arrives (§5.4: the grant at response-receipt) and handed to `on_answer` (its index in
+    `asks`) then, while slower servers are still working. No task per server: each
+    answer's arrival counts down one wait. Never raises for what a server does: the
+    answers, in the order of `asks`, say what happened."""
+    answers: list[HookAnswer | None] = [None] * len(asks)
+
+    def answered(i: int, answer: HookAnswer) -> None:
+        if answers[i] is not None:
+            return  # read at the deadline already
+        answers[i] = answer
+        if on_answer is not None:
+            on_answer(i, answer)
+
+    all_in = asyncio.get_running_loop().create_future()  # set once every answer is in
+
+    def arrived(i: int, connection: ServerHandle, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled():  # cancelled: given up at the timeout, answered there
+            answered(i, _hook_answer(future, connection, media_types))
+        waiting.pop(future, None)
+        if not waiting and not all_in.done():
+            all_in.set_result(None)
+
+    waiting: dict[asyncio.Future[Any], int] = {}
+    encoded: dict[int, EncodedParams] = {}  # servers given the same params share one encoding
+    for i, (connection, params) in enumerate(asks):
+        json_params = encoded.get(id(params))
+        if json_params is None:
+            json_params = encoded[id(params)] = encode_params(params)
+        try:
+            future = connection.request_soon(BEFORE_INFERENCE, json_params)
+        except McplError as exc:  # the connection would not send it: its grant or state
+            answered(i, HookAnswer("refused", error=exc.message))
+            continue
+        except ConnectionClosed as exc:
+            answered(i, HookAnswer("error", error=str(exc) or "the connection closed"))
+            continue
+        future.add_done_callback(functools.partial(arrived, i, connection))
+        waiting[future] = i
+    try:
+        if waiting:
+            await asyncio.wait((all_in,), timeout=timeout_s)
+    except asyncio.CancelledError:  # the turn was cancelled: stop waiting for anyone
+        for future in list(waiting):
+            future.cancel()
+        raise
+    for future, i in list(waiting.items()):
+        if answers[i] is not None:
+            continue
+        if future.done():  # done at the deadline, its callback not run yet
+            answered(i, _hook_answer(future, asks[i][0], media_types))
+        else:
+            future.cancel()
+            answered(i, HookAnswer("timeout", error=f"no answer within {timeout_s:g} s"))
+    return [answer for answer in answers if answer is not None]
+
+
+def _hook_answer(
+    future: asyncio.Future[Any], connection: ServerHandle, media_types: frozenset[str]
+) -> HookAnswer:
+    try:
+        result = future.result()
+    except RemoteError as exc:  # before McplError, which it is a kind of
+        return HookAnswer("error", error=f"the server answered error {exc.code}: {exc.message}")
+    except McplError as exc:
+        return HookAnswer("refused", error=exc.message)
+    except ConnectionClosed as exc:
+        return HookAnswer("error", error=str(exc) or "the connection closed")
+    # Authorized against the grant as it is now, at receipt (§5.4), not as it was at send.
+    return authorize_injections(result, connection.grant, media_types)
+
+
+def authorize_injections(
+    result: Any, grant: frozenset[str], media_types: frozenset[str] = frozenset()
+) -> HookAnswer:
+    """§10.2-10.4, §10.8: each injection on its own, by its position against the grant;
+    its content (§10.3) as the blocks the turn's provider carries (`media_types`)."""
+    if not isinstance(result, dict):
+        return HookAnswer("error", error="the result is not an object")
+    raw = result.get("contextInjections", [])
+    if not isinstance(raw, list):
+        return HookAnswer("error", error="contextInjections is not an array")
+    answer = HookAnswer("ok")
+    for i, item in enumerate(raw):
+        where = f"contextInjections[{i}]"
+        if not isinstance(item, dict):
+            answer.dropped.append(f"{where} is not an object")
+            continue
+        position = item.get("position")
+        if position not in POSITIONS:
+            answer.dropped.append(
+                f"{where}.position is {position!r}; expected system, beforeUser or afterUser"
+            )
+            continue
+        leaf = INJECT[position]
+        if not is_granted(grant, leaf):
+            answer.dropped.append(f"{where}: position {position} is not granted ({leaf})")
+            continue
+        namespace = item.get("namespace")
+        if not isinstance(namespace, str) or not namespace:
+            answer.dropped.append(f"{where}.namespace (a string) is required")
+            continue
+        content = _content_blocks(
+            item.get("content"), where, position, media_types, answer.dropped_content
+        )
+        if content is None:
+            answer.dropped.append(f"{where}.content must be a string or an array of blocks")
+            continue
+        answer.injections.append(ContextInjection(position, content, namespace))
+    return answer
+
+
+def _content_blocks(
+    content: Any,
+    where: str,
+    position: Position,
+    media_types: frozenset[str],
+    left_out: list[str],
+) -> tuple[InjectedBlock, ...] | None:
+    """§10.3: a string, or content blocks. Text is kept; an embedded text resource is kept
+    as text labelled with its URI (`resource_text`); image, audio and blob resources are
+    kept as media where the turn's provider carries their type, around the user's message
+    only (a system prompt is text). What is left out is said, block by block, in
+    `left_out`. None when `content` is neither a string nor an array."""
+    if isinstance(content, str):
+        return (TextBlock(content),)
+    if not isinstance(content, list):
+        return None
+    blocks: list[InjectedBlock] = []
+    for j, block in enumerate(content):
+        at = f"{where}.content[{j}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            blocks.append(TextBlock(block["text"]))
+            continue
+        kept: InjectedBlock | None
+        if kind in ("image", "audio"):
+            kept = _media(block, kind, at, position, media_types, left_out)
+        elif kind == "resource":
+            kept = _resource(block, at, position, media_types, left_out)
+        elif kind == "resource_link":
+            left_out.append(f"{at}: a resource_link is a reference; agentcore does not read it")
+            kept = None
+        else:
+            left_out.append(f"{at} is not a content block (text, image, audio or resource)")
+            kept = None
+        if kept is not None:
+            blocks.append(kept)
+    return tuple(blocks)
+
+
+def _media(
+    block: dict[str, Any],
+    kind: str,
+    at: str,
+    position: Position,
+    media_types: frozenset[str],
+    left_out: list[str],
+) -> MediaBlock | None:
+    """An image or audio block (§10.3) as media the turn carries, or None (and why)."""
+    data, mime_type = block.get("data"), block.get("mimeType")
+    if not isinstance(data, str) or not isinstance(mime_type, str):
+        how = "by uri" if "uri" in block else "without data and mimeType"
+        left_out.append(f"{at}: {kind} {how}; agentcore carries media inline only")
+        return None
+    media = MediaBlock(mime_type, data)
+    if media.kind != kind:
+        left_out.append(f"{at}: an {kind} block's mimeType is {mime_type!r}")
+        return None
+    return _carried(media, f"{at} ({kind} {media.mime_type})", position, media_types, left_out)
+
+
+def _resource(
+    block: dict[str, Any],
+    at: str,
+    position: Position,
+    media_types: frozenset[str],
+    left_out: list[str],
+) -> InjectedBlock | None:
+    """An embedded resource (MCP's ``{"type": "resource", "resource": {uri, text | blob,
+    mimeType}}``): text as labelled text, a blob as media. One by reference only (§10.3's
+    ``{"type": "resource", "uri"}``) is left out: agentcore does not read resources."""
+    resource = block.get("resource")
+    uri = resource.get("uri") if isinstance(resource, dict) else block.get("uri")
+    uri = uri if isinstance(uri, str) else ""
+    if isinstance(resource, dict) and isinstance(resource.get("text"), str):
+        return TextBlock(resource_text(uri, resource["text"]))
+    if isinstance(resource, dict) and isinstance(resource.get("blob"), str):
+        mime_type = resource.get("mimeType")
+        if not isinstance(mime_type, str):
+            left_out.append(f"{at}: a blob resource without a mimeType")
+            return None
+        media = MediaBlock(mime_type, resource["blob"], name=uri.rsplit("/", 1)[-1] or None)
+        return _carried(
+            media, f"{at} (resource {media.mime_type})", position, media_types, left_out
+        )
+    left_out.append(
+        f"{at}: a resource by reference only ({uri or 'no uri'}); agentcore does not read it"
+    )
+    return None
+
+
+def _carried(
+    media: MediaBlock,
+    which: str,
+    position: Position,
+    media_types: frozenset[str],
+    left_out: list[str],
+) -> MediaBlock | None:
+    if position == "system":
+        left_out.append(f"{which}: a system prompt carries text only")
+    elif media.mime_type not in media_types:
+        left_out.append(f"{which}: the turn's provider does not carry it")
+    elif not _is_base64(media.data):
+        left_out.append(f"{which}: its data is not base64")
+    else:
+        return media
+    return None
+
+
+def _is_base64(data: str) -> bool:
+    try:
+        binascii.a2b_base64(data, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return False
+    return bool(data)
+
+
+def resource_text(uri: str, text: str) -> str:
+    """An embedded text resource as the model reads it: its text inside a ``<resource>``
+    element naming its URI, so the model can tell where it came from."""
+    return f'<resource uri="{html.escape(uri, quote=True)}">\n{text}\n</resource>'
+
+
+def lifecycle_params(
+    inference_id: str,
+    conversation_id: str,
+    turn_index: int,
+    phase: Literal["started"] | Phase,
+    *,
+    model: dict[str, Any] | None = None,
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """§10.5's params: metadata only. `model` is for a server granted `modelInfo`;
+    `usage` goes with ``completed`` and nothing else."""
+    params: dict[str, Any] = {
+        "inferenceId": inference_id,
+        "conversationId": conversation_id,
+        "turnIndex": turn_index,
+        "phase": phase,
+    }
+    if model is not None:
+        params["model"] = model
+    if usage is not None and phase == "completed":
+        params["usage"] = usage
+    return params
+
+
+__all__ = [
+    "BEFORE_INFERENCE",
+    "HOOK_LEAVES",
+    "INFERENCE_LIFECYCLE",
+    "INJECT",
+    "LIFECYCLE",
+    "MODEL_INFO",
+    "OBSERVE",
+    "ContextInjection",
+    "HookAnswer",
+    "HookOutcome",
+    "authorize_injections",
+    "before_inference",
+    "before_inference_params",
+    "lifecycle_params",
+    "may_observe",
+    "resource_text",
+    "takes_hooks",
+]

@@ -1,4 +1,5 @@
-"""The kernel: the plugin manager and the inference pipeline every inference runs through.
+"""The kernel: the inference pipeline every inference runs through, over the plugins
+`agentcore.plugins.load_plugins` found (`Kernel.load`).
 
 One inference is a loop of attempts. Each attempt is admitted (`on_admission`,
 where the provider hold waits), calls the provider, passes every stream event
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 from loguru import logger
 
+from agentcore._constants import STOP_GRACE_S as STOP_GRACE_S
 from agentcore.fleet import FleetStore, open_store
 from agentcore.hooks import Hooks, plugin_manager
 from agentcore.inference import (
-    NO_TERMINAL,
     Aborted,
     Complete,
     Failed,
@@ -51,53 +51,23 @@ from agentcore.inference.calls import (
     WaitReason,
     split_model,
 )
-from agentcore.inference.errors import NO_RESULT_MESSAGE, cancelled, shutting_down
+from agentcore.inference.errors import cancelled, shutting_down
 from agentcore.inference.turns import TurnEnding, ending_of, ending_of_error, with_injections
-from agentcore.inference.watchdog import Watchdog
 from agentcore.model_info import ModelInfo, describe_model
 from agentcore.plugins import (
     PluginContext,
+    PluginLoadError,
     PluginRecord,
-    PluginState,
     ProviderInfo,
-    default_sections,
-    disabled_names,
-    discover,
-    instantiate,
-    read_kinds,
-    read_section,
-    unknown_disabled,
+    load_plugins,
 )
-from agentcore.providers import KindClash, Provider, ProviderKinds
-from agentcore.settings import (
-    LoadedSettings,
-    Settings,
-    SettingsError,
-    early_plugin_settings,
-    load_settings,
-    read_toml,
-    settings_path,
-)
+from agentcore.provider_calls import ProviderCalls, no_terminal
+from agentcore.providers import Provider, ProviderKinds
+from agentcore.settings import LoadedSettings, Settings, SettingsError
 from agentcore.tracing import TraceEvent
 
 if TYPE_CHECKING:
     from agentcore.mcpl.connection import ServerConnection
-
-STOP_GRACE_S = 5.0
-"""How long `Kernel.stop()` waits for in-flight provider calls to end."""
-
-
-class PluginLoadError(Exception):
-    """The host will not start with a half-loaded policy (``[plugins] strict = true``)."""
-
-    def __init__(self, failed: list[PluginRecord]) -> None:
-        lines = "\n".join(f"  {r.name} ({r.distribution}): {r.error}" for r in failed)
-        super().__init__(
-            "these plugins failed, and [plugins] strict is true:\n"
-            + lines
-            + "\nfix or disable them, or set [plugins] strict = false"
-        )
-        self.failed = failed
 
 
 class Kernel:
@@ -120,12 +90,10 @@ class Kernel:
         self.hooks = Hooks(pm)
         self._providers: dict[str, Provider] = {}
         self._model_infos: dict[str, ModelInfo] = {}  # the settings are fixed: made once each
-        self._watchdogs: set[Watchdog] = set()
-        self._turn_watchdogs: set[Watchdog] = set()
+        self._calls = ProviderCalls(self.settings.inference, self.stopping)
+        """The provider calls in flight."""
         self._turns: set[_HostTurn] = set()
         """Host turns started and not yet ended."""
-        self._no_attempts = asyncio.Event()
-        self._no_attempts.set()
         self._ids = itertools.count(1)
         self._started = False
         self.mcpl_servers: Callable[[], Sequence[ServerConnection]] = tuple
@@ -152,64 +120,25 @@ class Kernel:
         discover_plugins: bool = True,
         strict: bool | None = None,
     ) -> Kernel:
-        """Find the plugins, collect their provider kinds and settings sections, validate the
-        settings with them, build the kernel.
+        """Find the plugins, validate the settings with their sections and provider kinds,
+        build the kernel (`agentcore.plugins.load_plugins`).
 
-        `path` is `--settings PATH` (else `AGENTCORE_SETTINGS`, else defaults only).
-        `plugins` registers extra plugins by name, as if found by entry point
-        (tests and embedding hosts); a name found by discovery is replaced.
-        `discover_plugins=False` searches no entry points: only agentcore's own plugins
-        and `plugins` are loaded. `strict` overrides ``[plugins] strict``
-        (`agentcore plugins` lists failures).
+        `path` is `--settings PATH` (else `AGENTCORE_SETTINGS`, else defaults only). `plugins`
+        registers extra plugins by name, as if found by entry point (tests, embedding hosts),
+        replacing a discovered one. `discover_plugins=False` searches no entry points: only
+        agentcore's own plugins and `plugins` load. `strict` overrides ``[plugins] strict``.
         """
-        environ = os.environ if environ is None else environ
-        file = settings_path(path, environ)
-        raw = read_toml(file) if file is not None else {}
-        early = early_plugin_settings(raw, environ)  # the full validation below reports errors
-        blocked = disabled_names(early.disabled, environ)
-        records = discover(blocked, entry_points=discover_plugins)
-        for name, obj in (plugins or {}).items():
-            for record in records:
-                if record.name == name and record.state == "active":
-                    record.state, record.replaced_by, record.plugin = (
-                        "replaced",
-                        "(registered)",
-                        None,
-                    )
-            state: PluginState = "disabled" if name in blocked else "active"
-            plugin = instantiate(obj) if state == "active" else None
-            records.append(PluginRecord(name, "(registered)", "", state, plugin=plugin))
         pm = plugin_manager()
-        for record in records:
-            if record.state == "active" and record.plugin is not None:
-                _register(pm, record)  # validates the hook implementations
-        kinds = ProviderKinds()
-        sections: dict[str, Any] = {}
-        declarations = Hooks(pm)
-        for record in records:
-            if record.state == "active":
-                _declare(pm, declarations, record, kinds)
-            if record.section is not None:
-                sections[record.section.path] = record.section.model
-            elif record.state != "active":  # its section is accepted, not read
-                sections.setdefault(record.name.replace("-", "_"), None)
-        for path in default_sections():  # a deployment keeps them when it disables one
-            if not any(p == path or p.startswith(path + ".") for p in sections):
-                sections[path] = None
-        unknown = unknown_disabled(early.disabled, environ, records, file)
-        try:
-            loaded = load_settings(file, sections=sections, environ=environ, kinds=kinds)
-        except SettingsError as exc:
-            raise SettingsError(unknown + exc.problems) from None
-        if unknown:
-            raise SettingsError(unknown)
-        kernel = cls(loaded, records, pm, kinds)
-        failed = [r for r in records if r.state == "failed"]
-        if failed and (loaded.settings.plugins.strict if strict is None else strict):
-            raise PluginLoadError(failed)
-        for record in failed:
-            logger.error("plugin {!r} failed and is not loaded: {}", record.name, record.error)
-        return kernel
+        found = load_plugins(
+            pm,
+            Hooks,
+            path,
+            environ=os.environ if environ is None else environ,
+            plugins=plugins or {},
+            discover_plugins=discover_plugins,
+            strict=strict,
+        )
+        return cls(found.settings, found.records, pm, found.kinds)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -243,13 +172,8 @@ class Kernel:
         # In-flight provider calls end now, with the shutdown error, through their own
         # attempt's path (so each closes its connection and its consumer gets a terminal);
         # only once they have ended do the plugins stop and the providers close.
-        for watchdog in list(self._watchdogs):
-            watchdog.stop_now()
-        if self._watchdogs:
-            try:
-                await asyncio.wait_for(self._no_attempts.wait(), STOP_GRACE_S)
-            except TimeoutError:
-                logger.warning("{} provider calls had not ended at shutdown", len(self._watchdogs))
+        self._calls.stop_all()
+        await self._calls.ended(STOP_GRACE_S)
         await self.hooks.stop()
         fleet, self._fleet = self._fleet, None
         if fleet is not None:
@@ -266,8 +190,7 @@ class Kernel:
         every turn in flight now (``aborted``), waiting up to `grace_s` for them, so that
         MCPL servers hear so while still connected. `McplHost.close()` calls this first."""
         self.stopping.set()
-        for watchdog in list(self._turn_watchdogs):
-            watchdog.stop_now()
+        self._calls.stop_host_turns()
         pending = [turn.done.wait() for turn in self._turns]
         if pending:
             done = asyncio.gather(*pending)
@@ -282,24 +205,6 @@ class Kernel:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    def _watch(self, progress_s: float, request_s: float, attempt: Attempt) -> Watchdog:
-        """The timeouts of one provider call, which `stop()` can also end."""
-        watchdog = Watchdog(progress_s, request_s)
-        if self.stopping.is_set():
-            watchdog.stop_now()
-        self._watchdogs.add(watchdog)
-        if attempt.inference.request.turn is not None:
-            self._turn_watchdogs.add(watchdog)
-        self._no_attempts.clear()
-        return watchdog
-
-    def _unwatch(self, watchdog: Watchdog) -> None:
-        watchdog.cancel()
-        self._watchdogs.discard(watchdog)
-        self._turn_watchdogs.discard(watchdog)
-        if not self._watchdogs:
-            self._no_attempts.set()
 
     def _context(self, record: PluginRecord) -> PluginContext:
         """The narrow view of this kernel that one plugin is started with."""
@@ -459,9 +364,15 @@ class Kernel:
             return decision.error
         return error
 
-    async def _backoff(self, attempt: Attempt, delay_s: float) -> None:
-        async with self.waiting("backoff", attempt, None, for_s=delay_s):
-            await self.sleep(delay_s)
+    async def _backoff(self, attempt: Attempt, delay_s: float) -> Aborted | None:
+        """Wait out a retry's delay, announced; a shutdown meanwhile ends the inference."""
+        try:
+            async with self.waiting("backoff", attempt, None, for_s=delay_s):
+                await self.sleep(delay_s)
+        except InferenceError as stopped:
+            await self._fail_trace(attempt.inference, attempt.number, stopped)
+            return Aborted("cancelled", stopped)
+        return None
 
     async def _complete_trace(self, attempt: Attempt, response: Response) -> None:
         inference = attempt.inference
@@ -530,13 +441,9 @@ class Kernel:
     async def _inference(
         self, request: Request, streamed: bool, turn: _HostTurn | None
     ) -> AsyncGenerator[StreamEvent, None]:
-        """The one attempt loop, which `complete()` and `stream()` both consume: admit, call,
-        end the attempt, ask the policies, back off, and end in exactly one terminal.
-
-        A whole call's attempt yields only its terminal; a streamed one's events pass
-        `on_stream_event` on their way to the consumer. Every failure before the first
-        visible token is offered to `on_inference_error`; `Retrying` announces a retry.
-        """
+        """The one attempt loop of `complete()` and `stream()`: admit, call, end the attempt, ask
+        the policies, back off, end in exactly one terminal. A streamed attempt's events pass
+        `on_stream_event` on their way to the consumer (inline: this is the hot path)."""
         try:
             inference, provider = self._begin(request, streamed)
         except InferenceError as error:
@@ -545,30 +452,23 @@ class Kernel:
         await self._start_trace(inference)
         ended = False  # set just before the terminal: the inference's last trace is out
         hooks = self.hooks
+        call = self._calls.stream if streamed else self._calls.whole
         try:
             if turn is not None:
                 await turn.open(inference)
             for number in itertools.count(1):
                 attempt = Attempt(inference, number)
-                try:
-                    await self._admit(attempt)
-                except InferenceError as error:  # a refusal is the answer
-                    await self._fail_trace(inference, number, error, refused=True)
+                if (refusal := await self._admit_attempt(attempt, turn)) is not None:
                     ended = True
-                    yield Failed(error)
+                    yield refusal
                     return
-                if turn is not None and number == 1:
-                    await turn.start()
                 visible = False
                 terminal: Terminal | None = None
                 # No coroutine per event when every on_stream_event implementation is sync.
                 observe = streamed and hooks.has_stream_observers
                 observe_now = hooks.stream_event_sync if hooks.stream_sync else None
-                calls = (
-                    self._attempt(provider, attempt) if streamed else self._whole(provider, attempt)
-                )
                 try:
-                    async with aclosing(calls) as events:
+                    async with aclosing(call(provider, attempt)) as events:
                         async for event in events:
                             if not observe:
                                 pass
@@ -585,103 +485,51 @@ class Kernel:
                 except (asyncio.CancelledError, GeneratorExit):
                     await hooks.attempt_end(attempt, cancelled())
                     raise
-                if terminal is None:  # an attempt ends with one, but a plugin replaced it
-                    terminal = Failed(no_terminal(attempt))
-                if isinstance(terminal, Complete):
-                    await hooks.attempt_end(attempt, None)
-                    await self._complete_trace(attempt, terminal.response)
-                    ended = True
-                    yield terminal
-                    return
-                failure = terminal.error
-                await hooks.attempt_end(attempt, failure)
-                outcome = failure if visible else await self._after_failure(attempt, failure)
-                if isinstance(outcome, InferenceError):
-                    await self._fail_trace(inference, number, outcome)
-                    ended = True
-                    yield terminal if outcome is failure else Failed(outcome)
-                    return
-                yield Retrying(number, outcome, failure)
-                try:
-                    await self._backoff(attempt, outcome)
-                except InferenceError as stopped:
-                    await self._fail_trace(inference, number, stopped)
-                    ended = True
-                    yield Aborted("cancelled", stopped)
-                    return
+                ending = await self._end_attempt(attempt, terminal, visible)
+                if isinstance(ending, Retrying):
+                    yield ending
+                    if (stopped := await self._backoff(attempt, ending.delay_s)) is None:
+                        continue
+                    ending = stopped
+                ended = True
+                yield ending
+                return
         except (asyncio.CancelledError, GeneratorExit):
             if not ended:
                 await self._fail_trace(inference, len(inference.errors) + 1, cancelled())
             raise
 
-    async def _whole(self, provider: Provider, attempt: Attempt) -> AsyncGenerator[Terminal, None]:
-        """One whole provider call as an attempt: its terminal, within the request timeout."""
-        watchdog = self._watch(math.inf, self.settings.inference.request_timeout_s, attempt)
-        watchdog.waiting = True  # a whole call shows no progress
-        terminal: Terminal
+    async def _admit_attempt(self, attempt: Attempt, turn: _HostTurn | None) -> Failed | None:
+        """Admit one attempt; a refusal is the inference's answer (traced here). A host turn
+        starts when its first attempt is admitted."""
         try:
-            terminal = Complete(await provider.complete(attempt.inference.request, attempt.model))
-        except asyncio.CancelledError:
-            if not watchdog.took_cancel():
-                raise
-            terminal = Failed(watchdog.error())
+            await self._admit(attempt)
         except InferenceError as error:
-            terminal = Failed(error)
-        except Exception as exc:  # a provider bug is still an InferenceError
-            terminal = Failed(provider_failed(attempt, exc))
-        finally:
-            self._unwatch(watchdog)
-        yield terminal
+            await self._fail_trace(attempt.inference, attempt.number, error, refused=True)
+            return Failed(error)
+        if turn is not None and attempt.number == 1:
+            await turn.start()
+        return None
 
-    async def _attempt(
-        self, provider: Provider, attempt: Attempt
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """The provider's events for one attempt, cut by the progress and request timeouts,
-        always ending in one terminal. The provider's stream is closed however this ends."""
-        config = self.settings.inference
-        try:
-            events = provider.stream(attempt.inference.request, attempt.model)
-        except InferenceError as error:  # refused before streaming anything
-            yield Failed(error)
-            return
-        except Exception as exc:
-            yield Failed(provider_failed(attempt, exc))
-            return
-        watchdog = self._watch(config.progress_timeout_s, config.request_timeout_s, attempt)
-        try:
-            while True:
-                if watchdog.expired is not None:
-                    yield watchdog.aborted()
-                    return
-                watchdog.waiting = True
-                try:
-                    event = await anext(events)
-                except StopAsyncIteration:
-                    yield Failed(no_terminal(attempt))
-                    return
-                except InferenceError as error:
-                    yield Failed(error)
-                    return
-                except Exception as exc:  # a provider bug still ends in one terminal
-                    yield Failed(provider_failed(attempt, exc))
-                    return
-                except asyncio.CancelledError:
-                    if watchdog.took_cancel():
-                        yield watchdog.aborted()
-                        return
-                    raise
-                finally:
-                    watchdog.waiting = False
-                if type(event) is Token:
-                    if event.visible:
-                        watchdog.progress()
-                elif isinstance(event, Complete | Failed | Aborted):
-                    yield event
-                    return
-                yield event
-        finally:
-            self._unwatch(watchdog)
-            await _aclose(events)
+    async def _end_attempt(
+        self, attempt: Attempt, terminal: Terminal | None, visible: bool
+    ) -> Terminal | Retrying:
+        """End one attempt (`on_attempt_end`) and decide: the inference's terminal, or a
+        retry. A failure after visible output is never retried."""
+        hooks = self.hooks
+        if terminal is None:  # an attempt ends with one, but a plugin replaced it
+            terminal = Failed(no_terminal(attempt))
+        if isinstance(terminal, Complete):
+            await hooks.attempt_end(attempt, None)
+            await self._complete_trace(attempt, terminal.response)
+            return terminal
+        failure = terminal.error
+        await hooks.attempt_end(attempt, failure)
+        outcome = failure if visible else await self._after_failure(attempt, failure)
+        if isinstance(outcome, InferenceError):
+            await self._fail_trace(attempt.inference, attempt.number, outcome)
+            return terminal if outcome is failure else Failed(outcome)
+        return Retrying(attempt.number, outcome, failure)
 
 
 class _HostTurn:
@@ -722,53 +570,6 @@ class _HostTurn:
             self.done.set()
 
 
-async def _aclose(events: AsyncIterator[StreamEvent]) -> None:
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
-def _register(pm: pluggy.PluginManager, record: PluginRecord) -> None:
-    try:
-        pm.register(record.plugin, name=record.name)
-    except Exception as exc:  # pluggy's validation of the hook implementations
-        record.fail(f"{type(exc).__name__}: {exc}")
-        return
-    try:
-        pm.check_pending()  # a hookimpl whose name no spec has: a typo
-    except pluggy.PluginValidationError as exc:
-        pm.unregister(name=record.name)
-        record.fail(f"unknown hook: {exc}")
-        return
-    wrappers = sorted(
-        caller.name
-        for caller in pm.get_hookcallers(record.plugin) or ()
-        for impl in caller.get_hookimpls()
-        if impl.plugin_name == record.name and (impl.hookwrapper or impl.wrapper)
-    )
-    if wrappers:
-        pm.unregister(name=record.name)
-        record.fail(f"hook wrappers are not supported ({', '.join(wrappers)})")
-
-
-def _declare(
-    pm: pluggy.PluginManager, hooks: Hooks, record: PluginRecord, kinds: ProviderKinds
-) -> None:
-    """Read what an active plugin declares at load: its settings section, its provider
-    kinds. A plugin that fails here is unregistered, and contributes nothing."""
-    read_section(record, hooks.settings_section)
-    contributed = read_kinds(record, hooks.provider_kinds) if record.state == "active" else {}
-    if record.state == "active":
-        try:
-            kinds.add(record.name, contributed)
-            record.kinds = tuple(sorted(contributed))
-        except (KindClash, TypeError) as exc:
-            record.fail(str(exc))
-    if record.state != "active":
-        record.section = None
-        pm.unregister(name=record.name)
-
-
 def _trace_fields(inference: Inference) -> dict[str, Any]:
     """What every inference:start, complete and fail trace says of its inference."""
     fields = {
@@ -790,30 +591,6 @@ def _trace_fields(inference: Inference) -> dict[str, Any]:
         if conversation is not None:
             fields["conversationId"] = conversation
     return fields
-
-
-def no_terminal(attempt: Attempt) -> InferenceError:
-    return InferenceError(
-        "network",
-        NO_RESULT_MESSAGE,
-        code=NO_TERMINAL,
-        provider=attempt.provider,
-        model=attempt.model,
-    )
-
-
-def provider_failed(attempt: Attempt, exc: Exception) -> InferenceError:
-    """A provider raised something other than `InferenceError`: a bug, logged, not retried."""
-    logger.opt(exception=exc).error(
-        "provider {!r} raised {} (not an InferenceError)", attempt.provider, type(exc).__name__
-    )
-    return InferenceError(
-        "unknown",
-        f"The provider {attempt.provider!r} failed: {type(exc).__name__}: {exc}",
-        retryable=False,
-        provider=attempt.provider,
-        model=attempt.model,
-    )
 
 
 def as_inference_error(error: PluginError) -> InferenceError:

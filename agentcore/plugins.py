@@ -1,4 +1,5 @@
-"""Plugin discovery, what a plugin declares at load, and the context it is started with.
+"""Plugin discovery, disabling and replacing by name, loading (what a plugin declares,
+the settings validated with its section), and the context a plugin is started with.
 
 The contract (docs/plugins.md):
 
@@ -30,6 +31,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
 
+import pluggy
+from loguru import logger
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
@@ -37,6 +40,7 @@ from agentcore.default_plugins import BUILTIN
 from agentcore.inference import PluginError
 from agentcore.log import plugin_module
 from agentcore.mcpl.protocol import ServerHandle as RequestServer
+from agentcore.providers import KindClash, ProviderKinds
 from agentcore.settings_checks import did_you_mean
 
 if TYPE_CHECKING:
@@ -46,7 +50,7 @@ if TYPE_CHECKING:
     from agentcore.mcpl.jsonrpc import EncodedParams
     from agentcore.model_info import ModelInfo
     from agentcore.providers import ProviderFactory
-    from agentcore.settings import InferenceSettings
+    from agentcore.settings import InferenceSettings, LoadedSettings
 
 GROUP = "agentcore.plugins"
 DEFAULTS_GROUP = "agentcore.defaults"
@@ -153,9 +157,12 @@ def _builtin_claims() -> list[_Claim]:
 
     return [
         _Claim(
-            importlib.metadata.EntryPoint(name, target, GROUP), OWN_DISTRIBUTION, __version__, True
+            importlib.metadata.EntryPoint(name, builtin.target, GROUP),
+            OWN_DISTRIBUTION,
+            __version__,
+            True,
         )
-        for name, target in BUILTIN.items()
+        for name, builtin in BUILTIN.items()
     ]
 
 
@@ -185,8 +192,10 @@ def _installed() -> tuple[list[_Claim], dict[str, str]]:
 
 
 def default_sections() -> set[str]:
-    """The settings sections of every installed default plugin, loaded or not."""
-    return set(_installed()[1].values())
+    """The settings sections of agentcore's own plugins and of every installed default
+    plugin, loaded or not."""
+    own = {builtin.section for builtin in BUILTIN.values() if builtin.section is not None}
+    return own | set(_installed()[1].values())
 
 
 def discover(disabled: Iterable[str] = (), *, entry_points: bool = True) -> list[PluginRecord]:
@@ -196,7 +205,11 @@ def discover(disabled: Iterable[str] = (), *, entry_points: bool = True) -> list
     by_name: dict[str, list[_Claim]] = {}
     for claim in _builtin_claims() + (_installed()[0] if entry_points else []):
         by_name.setdefault(claim.name, []).append(claim)
-    builtin_first = sorted(by_name.items(), key=lambda item: (item[0] not in BUILTIN, item[0]))
+    order = list(BUILTIN)  # agentcore's own first, in their order; then by name
+    builtin_first = sorted(
+        by_name.items(),
+        key=lambda item: (order.index(item[0]) if item[0] in BUILTIN else len(order), item[0]),
+    )
     records: list[PluginRecord] = []
     for name, claims in builtin_first:
         records.extend(_decide(name, claims, name in blocked))
@@ -274,6 +287,162 @@ def read_kinds(record: PluginRecord, ask: Callable[[str], object]) -> Mapping[st
         record.fail("agentcore_provider_kinds must return a mapping of kind name to factory")
         return {}
     return kinds
+
+
+# -- loading: discovery, registration, declarations, settings ------------------------------
+
+
+class PluginLoadError(Exception):
+    """The host will not start with a half-loaded policy (``[plugins] strict = true``)."""
+
+    def __init__(self, failed: list[PluginRecord]) -> None:
+        lines = "\n".join(f"  {r.name} ({r.distribution}): {r.error}" for r in failed)
+        super().__init__(
+            "these plugins failed, and [plugins] strict is true:\n"
+            + lines
+            + "\nfix or disable them, or set [plugins] strict = false"
+        )
+        self.failed = failed
+
+
+class Declarations(Protocol):
+    """How the load-time hooks are asked, by their rules: `agentcore.hooks.Hooks`, passed in
+    rather than imported (the hooks stand on a floor above this module: no circle)."""
+
+    def settings_section(self, plugin: str) -> object: ...
+
+    def provider_kinds(self, plugin: str) -> object: ...
+
+
+@dataclass(frozen=True)
+class LoadedPlugins:
+    """What `load_plugins` found: every plugin's record, the kinds and the settings."""
+
+    records: list[PluginRecord]
+    kinds: ProviderKinds
+    settings: LoadedSettings
+
+
+def load_plugins(
+    pm: pluggy.PluginManager,
+    calling_layer: Callable[[pluggy.PluginManager], Declarations],
+    path: str | Path | None,
+    *,
+    environ: Mapping[str, str],
+    plugins: Mapping[str, object],
+    discover_plugins: bool,
+    strict: bool | None,
+) -> LoadedPlugins:
+    """Discover the plugins, register the active ones on `pm`, read what they declare,
+    and validate the settings with their sections and kinds (`Kernel.load`'s arguments).
+    `calling_layer` is `agentcore.hooks.Hooks`, built once the plugins are registered."""
+    from agentcore.settings import early_plugin_settings, read_toml, settings_path
+
+    file = settings_path(path, environ)
+    raw = read_toml(file) if file is not None else {}
+    early = early_plugin_settings(raw, environ)  # the full validation reports its errors
+    blocked = disabled_names(early.disabled, environ)
+    records = discover(blocked, entry_points=discover_plugins)
+    _register_extra(records, plugins, blocked)
+    for record in records:
+        if record.state == "active" and record.plugin is not None:
+            _register(pm, record)  # validates the hook implementations
+    kinds = ProviderKinds()
+    declarations = calling_layer(pm)
+    for record in records:
+        if record.state == "active":
+            _declare(pm, declarations, record, kinds)
+    unknown = unknown_disabled(early.disabled, environ, records, file)
+    loaded = _validated_settings(file, environ, records, kinds, unknown)
+    failed = [r for r in records if r.state == "failed"]
+    if failed and (loaded.settings.plugins.strict if strict is None else strict):
+        raise PluginLoadError(failed)
+    for record in failed:
+        logger.error("plugin {!r} failed and is not loaded: {}", record.name, record.error)
+    return LoadedPlugins(records, kinds, loaded)
+
+
+def _register_extra(
+    records: list[PluginRecord], plugins: Mapping[str, object], blocked: set[str]
+) -> None:
+    """Plugins registered by name (tests, embedding hosts) replace a discovered one."""
+    for name, obj in plugins.items():
+        for record in records:
+            if record.name == name and record.state == "active":
+                record.state, record.replaced_by, record.plugin = "replaced", "(registered)", None
+        state: PluginState = "disabled" if name in blocked else "active"
+        plugin = instantiate(obj) if state == "active" else None
+        records.append(PluginRecord(name, "(registered)", "", state, plugin=plugin))
+
+
+def _register(pm: pluggy.PluginManager, record: PluginRecord) -> None:
+    try:
+        pm.register(record.plugin, name=record.name)
+    except Exception as exc:  # pluggy's validation of the hook implementations
+        record.fail(f"{type(exc).__name__}: {exc}")
+        return
+    try:
+        pm.check_pending()  # a hookimpl whose name no spec has: a typo
+    except pluggy.PluginValidationError as exc:
+        pm.unregister(name=record.name)
+        record.fail(f"unknown hook: {exc}")
+        return
+    wrappers = sorted(
+        caller.name
+        for caller in pm.get_hookcallers(record.plugin) or ()
+        for impl in caller.get_hookimpls()
+        if impl.plugin_name == record.name and (impl.hookwrapper or impl.wrapper)
+    )
+    if wrappers:
+        pm.unregister(name=record.name)
+        record.fail(f"hook wrappers are not supported ({', '.join(wrappers)})")
+
+
+def _declare(
+    pm: pluggy.PluginManager, hooks: Declarations, record: PluginRecord, kinds: ProviderKinds
+) -> None:
+    """Read what an active plugin declares at load: its settings section, its provider
+    kinds. A plugin that fails here is unregistered, and contributes nothing."""
+    read_section(record, hooks.settings_section)
+    contributed = read_kinds(record, hooks.provider_kinds) if record.state == "active" else {}
+    if record.state == "active":
+        try:
+            kinds.add(record.name, contributed)
+            record.kinds = tuple(sorted(contributed))
+        except (KindClash, TypeError) as exc:
+            record.fail(str(exc))
+    if record.state != "active":
+        record.section = None
+        pm.unregister(name=record.name)
+
+
+def _validated_settings(
+    file: Path | None,
+    environ: Mapping[str, str],
+    records: list[PluginRecord],
+    kinds: ProviderKinds,
+    unknown: list[str],
+) -> LoadedSettings:
+    """The settings validated with every plugin's section; `unknown` (misspelt disabled
+    names) is reported with the settings' own problems."""
+    from agentcore.settings import SettingsError, load_settings
+
+    sections: dict[str, Any] = {}
+    for record in records:
+        if record.section is not None:
+            sections[record.section.path] = record.section.model
+        elif record.state != "active":  # its section is accepted, not read
+            sections.setdefault(record.name.replace("-", "_"), None)
+    for path in default_sections():  # a deployment keeps them when it disables one
+        if not any(p == path or p.startswith(path + ".") for p in sections):
+            sections[path] = None
+    try:
+        loaded = load_settings(file, sections=sections, environ=environ, kinds=kinds)
+    except SettingsError as exc:
+        raise SettingsError(unknown + exc.problems) from None
+    if unknown:
+        raise SettingsError(unknown)
+    return loaded
 
 
 # -- the context a plugin is started with ----------------------------------------------------

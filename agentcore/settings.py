@@ -19,14 +19,11 @@ import os
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, Self, Union, cast, get_args, get_origin
+from typing import Any, Literal, cast
 
 from loguru import logger
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
@@ -38,125 +35,46 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
-from agentcore.mcpl.deadline import DEFAULT_REQUEST_DEADLINE_S, MAX_REQUEST_DEADLINE_S
-from agentcore.mcpl.environment import passthrough_problems
-from agentcore.mcpl.grants import grant_problem
-from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
-from agentcore.mcpl.reconnect import (
-    DEFAULT_CRASH_LOOP_AFTER,
-    DEFAULT_INITIAL_DELAY_S,
-    DEFAULT_MAX_DELAY_S,
-    DEFAULT_RESET_AFTER_S,
+from agentcore._constants import (
+    FLEET_TIMEOUT_S,
+    MAX_KEEPALIVE_CONNECTIONS,
+    MAX_STATED_WAIT_S,
+    PROGRESS_TIMEOUT_S,
+    PROVIDER_CONNECT_TIMEOUT_S,
+    PROVIDER_READ_TIMEOUT_S,
+    REQUEST_TIMEOUT_S,
 )
+from agentcore.mcpl.environment import passthrough_problems
 from agentcore.redaction import register_secret, settings_secrets
+from agentcore.settings_checks import invalid as invalid  # plugins raise it too
 from agentcore.settings_checks import (
-    did_you_mean,
     missing_keys,
-    number_or_bool,
     referenced_variables,
     unknown_env_sections,
 )
-from agentcore.settings_checks import invalid as invalid  # plugins raise it too
+from agentcore.settings_errors import annotation_at, describe_errors, lookup, where_set
+from agentcore.settings_errors import dotted as dotted
+from agentcore.settings_fields import GrantEntry as GrantEntry
+from agentcore.settings_fields import LoadContext as LoadContext
+from agentcore.settings_fields import ModelReference as ModelReference
+from agentcore.settings_fields import ProviderKind as ProviderKind
+from agentcore.settings_fields import ProviderName as ProviderName
+from agentcore.settings_fields import Section as Section
+from agentcore.settings_fields import load_context as load_context
+from agentcore.settings_fields import model_reference_problem as model_reference_problem
+from agentcore.settings_fields import provider_problem as provider_problem
 from agentcore.settings_file import SettingsError as SettingsError
 from agentcore.settings_file import read_toml as read_toml
+from agentcore.settings_mcpl import McplServerSettings as McplServerSettings
+from agentcore.settings_mcpl import McplSettings as McplSettings
 from agentcore.urls import HttpUrl as HttpUrl
-from agentcore.urls import RedisUrl, WebSocketUrl
+from agentcore.urls import RedisUrl
 
 ENV_PREFIX = "AGENTCORE_"
 SETTINGS_ENV = "AGENTCORE_SETTINGS"
 DISABLE_ENV = "AGENTCORE_DISABLE_PLUGINS"
 # Environment variables with our prefix that are not setting overrides.
 _RESERVED_ENV = {SETTINGS_ENV, DISABLE_ENV, "AGENTCORE_LOG_LEVEL"}
-
-
-class Section(BaseModel):
-    """Base for every settings section: unknown keys are errors, not silently ignored, and
-    so are TOML's true and false where a number is expected, and a number for a flag."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _number_or_bool(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name or "")
-        return value if field is None else number_or_bool(value, field.annotation)
-
-
-@dataclass(frozen=True)
-class LoadContext:
-    """What validation may know beyond the values themselves (pydantic's validation
-    context, given by `load_settings`; absent when a model is built directly)."""
-
-    providers: frozenset[str]
-    """The configured ``[providers.NAME]`` names, ``echo`` included."""
-    folder: Path | None = None
-    """The settings file's folder (absolute), or None when there is no file."""
-    kinds: frozenset[str] | None = None
-    """The provider kinds the kernel's plugins contribute; None: not checked."""
-
-
-def load_context(info: ValidationInfo) -> LoadContext | None:
-    return info.context if isinstance(info.context, LoadContext) else None
-
-
-def provider_problem(name: str, configured: Collection[str]) -> str | None:
-    """Why `name` cannot be used as a provider, or None."""
-    if name in configured:
-        return None
-    known = ", ".join(sorted(configured))
-    hint = did_you_mean(name, configured)
-    return f"names provider {name!r}, which is not configured{hint} (configured: {known})"
-
-
-def model_reference_problem(reference: str, configured: Collection[str] | None) -> str | None:
-    """Why a ``NAME:MODEL`` reference cannot be used, or None (its provider is not
-    checked when `configured` is None)."""
-    name, sep, model = reference.partition(":")
-    if not sep or not name or not model:
-        return f"{reference!r} is not of the form NAME:MODEL"
-    return None if configured is None else provider_problem(name, configured)
-
-
-def _check_provider_name(name: str, info: ValidationInfo) -> str:
-    context = load_context(info)
-    problem = None if context is None else provider_problem(name, context.providers)
-    if problem is not None:
-        raise invalid(problem)
-    return name
-
-
-def _check_model_reference(reference: str, info: ValidationInfo) -> str:
-    context = load_context(info)
-    problem = model_reference_problem(reference, None if context is None else context.providers)
-    if problem is not None:
-        raise invalid(problem)
-    return reference
-
-
-def _check_provider_kind(kind: str, info: ValidationInfo) -> str:
-    context = load_context(info)
-    if context is not None and context.kinds is not None and kind not in context.kinds:
-        known = ", ".join(sorted(context.kinds))
-        hint = did_you_mean(kind, context.kinds)
-        raise invalid(f"unknown provider kind {kind!r}{hint}; expected one of {known}")
-    return kind
-
-
-def _check_grant_entry(entry: str) -> str:
-    problem = grant_problem(entry)
-    if problem is not None:
-        raise invalid(problem)
-    return entry
-
-
-GrantEntry = Annotated[str, AfterValidator(_check_grant_entry)]
-"""An entry of ``[mcpl.servers.NAME] grant``: it must cover some MCPL capability."""
-ProviderName = Annotated[str, AfterValidator(_check_provider_name)]
-"""A settings field (or table key) naming a ``[providers.NAME]``: checked at load time."""
-ModelReference = Annotated[str, AfterValidator(_check_model_reference)]
-"""A settings field holding ``NAME:MODEL``: its form, and its provider, checked at load time."""
-ProviderKind = Annotated[str, AfterValidator(_check_provider_kind)]
-"""``[providers.NAME] kind``: one the kernel's plugins contribute, checked at load time."""
 
 
 class TracesSettings(Section):
@@ -217,14 +135,14 @@ class ProviderSettings(Section):
     MODEL:streamGenerateContent); openai-family and openai-responses: the API base (…/v1)."""
     api_key_env: str | None = None
     """The environment variable that holds the key; the key itself never goes in a file."""
-    connect_timeout_s: float = Field(default=10.0, gt=0)
-    read_timeout_s: float = Field(default=300.0, gt=0)
+    connect_timeout_s: float = Field(default=PROVIDER_CONNECT_TIMEOUT_S, gt=0)
+    read_timeout_s: float = Field(default=PROVIDER_READ_TIMEOUT_S, gt=0)
     """The longest wait for the provider's next bytes; time the consumer holds a stream
     does not count."""
     headers: dict[str, str] = Field(default_factory=dict)
     max_connections: int | None = Field(default=None, ge=1)
     """Concurrent HTTP connections to this provider; None: no cap."""
-    max_keepalive_connections: int = Field(default=20, ge=0)
+    max_keepalive_connections: int = Field(default=MAX_KEEPALIVE_CONNECTIONS, ge=0)
     delay_s: float = Field(default=0.0, ge=0)
     """echo only: the pause before each word."""
     models: dict[str, ModelSettings] = Field(default_factory=dict)
@@ -267,15 +185,15 @@ and `normalize_stop` default to it too)."""
 
 
 class InferenceSettings(Section):
-    progress_timeout_s: float = Field(default=120.0, gt=0)
+    progress_timeout_s: float = Field(default=PROGRESS_TIMEOUT_S, gt=0)
     """A stream that brings no new visible text this long is cut with a timeout error."""
-    request_timeout_s: float = Field(default=600.0, gt=0)
+    request_timeout_s: float = Field(default=REQUEST_TIMEOUT_S, gt=0)
     """One attempt, whole, may take at most this long."""
     unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
     """How a provider stop token with no mapping is handled: the attempt fails with an
     error naming it, or (``end_turn``) the response ends ``end_turn`` marked unmapped,
     which `agentcore infer` and the MCPL router still refuse, naming the token."""
-    max_stated_wait_s: float = Field(default=600.0, ge=0)
+    max_stated_wait_s: float = Field(default=MAX_STATED_WAIT_S, ge=0)
     """The longest wait a provider may ask for (Retry-After and friends) that a call will
     honour: a longer one fails the call at once. One limit for every policy that waits."""
 
@@ -294,62 +212,8 @@ class FleetSettings(Section):
     ``max_wait_s`` passes; ``open``: the call is admitted, with a warning trace."""
     key_prefix: str = Field(default="agentcore", min_length=1)
     """Every Redis key and channel starts with this: fleets sharing one Redis keep apart."""
-    timeout_s: float = Field(default=1.0, gt=0)
+    timeout_s: float = Field(default=FLEET_TIMEOUT_S, gt=0)
     """How long one Redis command may take before the store counts as unreachable."""
-
-
-class McplServerSettings(Section, ServerLimitSettings):
-    """``[mcpl.servers.NAME]``: a stdio server (`command`) or a WebSocket one (`url`), and
-    its own bounds (`agentcore.mcpl.limits`; unset: ``[mcpl]``'s)."""
-
-    command: list[str] | None = Field(default=None, min_length=1)
-    url: WebSocketUrl | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    """stdio: set for the server, over its minimal environment (`agentcore.mcpl.environment`)."""
-    env_passthrough: list[Annotated[str, Field(pattern=r"^[^=\x00]+$")]] = Field(
-        default_factory=list
-    )
-    """stdio: variables of the host's environment the server gets too; never a secret."""
-    cwd: Path | None = None
-    """Where a stdio server starts: by default the settings file's folder."""
-    grant: list[GrantEntry] = Field(default_factory=list)
-    disabled_feature_sets: list[str] = Field(default_factory=list)
-    reconnect: bool = False
-    reconnect_initial_delay_s: float = Field(default=DEFAULT_INITIAL_DELAY_S, gt=0)
-    """The first wait; each next one doubles (jittered), up to `reconnect_max_delay_s`."""
-    reconnect_max_delay_s: float = Field(default=DEFAULT_MAX_DELAY_S, gt=0)
-    reconnect_reset_after_s: float = Field(default=DEFAULT_RESET_AFTER_S, ge=0)
-    """A session up this long starts the backoff over; shorter ones keep it growing."""
-    crash_loop_after: int = Field(default=DEFAULT_CRASH_LOOP_AFTER, ge=1)
-    """Reconnects in a row without such a session before it is reported crash-looping."""
-    max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
-    shutdown_grace_s: float = Field(default=5.0, ge=0)
-    request_deadline_s: float | None = Field(default=None, gt=0, le=MAX_REQUEST_DEADLINE_S)
-    """How long a request this server sends may take before the host stops working on it
-    and answers it -32603; unset: ``[mcpl] request_deadline_s``."""
-
-    @model_validator(mode="after")
-    def _one_transport(self, info: ValidationInfo) -> Self:
-        if self.command and self.url:
-            raise invalid("sets both command (stdio) and url (WebSocket); choose one")
-        if self.reconnect_max_delay_s < self.reconnect_initial_delay_s:
-            raise invalid("reconnect_max_delay_s is less than reconnect_initial_delay_s")
-        if not self.command and not self.url:
-            raise invalid("needs command (stdio) or url (WebSocket)")
-        context = load_context(info)
-        if self.command and self.cwd is None and context is not None:
-            self.cwd = context.folder
-        return self
-
-
-class McplSettings(Section, McplLimitSettings):
-    """``[mcpl]``: the servers, and the bounds each is held to unless it sets its own."""
-
-    servers: dict[str, McplServerSettings] = Field(default_factory=dict)
-    request_deadline_s: float = Field(
-        default=DEFAULT_REQUEST_DEADLINE_S, gt=0, le=MAX_REQUEST_DEADLINE_S
-    )
-    """The deadline of every server's requests unless its own table sets one."""
 
 
 def _default_providers() -> dict[str, ProviderSettings]:
@@ -463,23 +327,11 @@ class LoadedSettings:
         `key` is dotted (``"retry.max_attempts"``) or, for keys that hold dots
         themselves (feature-set names), the tuple of its parts.
         """
-        if _lookup(self.env_values, key):
+        if lookup(self.env_values, key):
             return "environment"
-        if _lookup(self.file_values, key):
+        if lookup(self.file_values, key):
             return f"file {self.path}"
         return "default"
-
-
-def _lookup(tree: Mapping[str, Any], key: str | tuple[str, ...]) -> bool:
-    node: Any = tree
-    for part in key.split(".") if isinstance(key, str) else key:
-        if not isinstance(node, Mapping):
-            return False
-        match = next((k for k in node if str(k).lower() == part.lower()), None)
-        if match is None:
-            return False
-        node = node[match]
-    return True
 
 
 def load_settings(
@@ -520,14 +372,14 @@ def load_settings(
     try:
         settings = root.model_validate(values, context=context)
     except ValidationError as exc:
-        problems += _describe(exc, path, root, file_values, env_values, kinds)
+        problems += describe_errors(exc, path, root, file_values, env_values, kinds)
     if problems:
         raise SettingsError(problems) from None
     for secret in _declared_secrets(settings):
         register_secret(secret)
     refused = passthrough_problems(settings.model_dump(mode="json"), environ)
     if refusals := [
-        f"{_where(loc, path, file_values, env_values)}: {dotted(loc)}: {why}"
+        f"{where_set(loc, path, file_values, env_values)}: {dotted(loc)}: {why}"
         for loc, why in refused
     ]:
         raise SettingsError(refusals)  # no configured secret reaches an MCPL server
@@ -587,7 +439,7 @@ def _anchored(
         here = (*loc, key)
         if isinstance(value, Mapping):
             out[key] = _anchored(value, root, folder, here)
-        elif isinstance(value, str) and _annotation_at(root, here) is Path:
+        elif isinstance(value, str) and annotation_at(root, here) is Path:
             out[key] = str(folder / value)  # an absolute value stays as it is
         else:
             out[key] = value
@@ -600,120 +452,6 @@ def _provider_names(values: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(names | set(_default_providers()))
 
 
-def _describe(
-    exc: ValidationError,
-    path: Path | None,
-    root: type[BaseModel],
-    file_values: Mapping[str, Any],
-    env_values: Mapping[str, Any],
-    kinds: Collection[str] | None,
-) -> Iterator[str]:
-    """One line per problem: where it came from, the key path, and what was expected."""
-    for error in exc.errors():
-        loc = tuple(error["loc"])
-        if loc and loc[-1] == "[key]":  # a table key was refused: name the key itself
-            loc = loc[:-1]
-        key = dotted(tuple(str(p) for p in loc))
-        where = _where(loc, path, file_values, env_values)
-        kind = error["type"]
-        if kind == "agentcore":  # `invalid(...)`: the message says it all
-            yield f"{where}: {key}: {error['msg']}"
-        elif kind == "extra_forbidden":
-            allowed = _keys_at(root, loc[:-1])
-            hint = did_you_mean(str(loc[-1]), allowed)
-            expected = f" (expected one of: {', '.join(allowed)})" if allowed else ""
-            yield f"{where}: {key}: unknown key{hint}{expected}"
-        elif kind == "missing":
-            expected = _expected(root, loc, kinds)
-            yield f"{where}: {key}: required value missing (expected {expected})"
-        elif kind == "literal_error" and isinstance(error.get("input"), str):
-            allowed = [str(a) for a in get_args(_annotation_at(root, loc))]
-            hint = did_you_mean(error["input"], allowed)
-            yield f"{where}: {key}: {error['msg']} (got {error['input']!r}){hint}"
-        else:
-            yield f"{where}: {key}: {error['msg']} (got {error.get('input')!r})"
-
-
-def _env_name(loc: tuple[Any, ...]) -> str:
-    return ENV_PREFIX + "__".join(str(p) for p in loc).upper()
-
-
-def _where(
-    loc: tuple[Any, ...],
-    path: Path | None,
-    file_values: Mapping[str, Any],
-    env_values: Mapping[str, Any],
-) -> str:
-    """The source that set the key, or (for a missing key) set the table that lacks it."""
-    for depth in range(len(loc), 0, -1):
-        prefix = ".".join(str(p) for p in loc[:depth])
-        if _lookup(env_values, prefix):
-            return f"environment {_env_name(loc)}"
-        if _lookup(file_values, prefix):
-            return str(path)
-    return str(path) if path is not None else "defaults"
-
-
-def _unwrap(annotation: Any) -> Any:
-    """``X | None`` is X, and ``Annotated[X, ...]`` is X, for describing what is expected."""
-    if get_origin(annotation) is Annotated:
-        return _unwrap(get_args(annotation)[0])
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    if get_origin(annotation) in (Union, UnionType) and len(args) == 1:
-        return _unwrap(args[0])
-    return annotation
-
-
-def _annotation_at(root: type[BaseModel], loc: tuple[Any, ...]) -> Any:
-    node: Any = root
-    for part in loc:
-        node = _unwrap(node)
-        if isinstance(node, type) and issubclass(node, BaseModel):
-            field = node.model_fields.get(str(part))
-            if field is None:
-                return None
-            node = field.annotation
-        elif get_origin(node) in (dict, list):
-            node = get_args(node)[-1]  # a table's values, a list's items
-        else:
-            return None
-    return _unwrap(node)
-
-
-def _keys_at(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    model = _annotation_at(root, loc)
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        return list(model.model_fields)
-    return []
-
-
-_TYPE_NAMES: dict[Any, str] = {
-    bool: "true or false",
-    int: "an integer",
-    float: "a number",
-    str: "a string",
-    Path: "a path",
-    SecretStr: "a string",
-}
-
-
-def _expected(root: type[BaseModel], loc: tuple[Any, ...], kinds: Collection[str] | None) -> str:
-    parent = _annotation_at(root, loc[:-1]) if loc else None
-    is_provider = isinstance(parent, type) and issubclass(parent, ProviderSettings)
-    if kinds is not None and loc[-1:] == ("kind",) and is_provider:
-        return "one of " + ", ".join(sorted(kinds))
-    annotation = _annotation_at(root, loc)
-    if get_origin(annotation) is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(annotation))
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return "a table"
-    if get_origin(annotation) is dict:
-        return "a table"
-    if get_origin(annotation) is list:
-        return "a list"
-    return _TYPE_NAMES.get(annotation, "a value")
-
-
 def flatten(value: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
     """The key paths and leaf values of a settings dump, for `agentcore settings`."""
     if isinstance(value, Mapping) and value:
@@ -721,8 +459,3 @@ def flatten(value: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[st
             yield from flatten(v, (*prefix, str(k)))
     else:
         yield prefix, value
-
-
-def dotted(path: tuple[str, ...]) -> str:
-    """A key path as TOML writes it: parts that hold a dot or a space are quoted."""
-    return ".".join(f'"{p}"' if not p or any(c in p for c in '. "') else p for p in path)

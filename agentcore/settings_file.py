@@ -14,8 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-MAX_SETTINGS_BYTES = 1024 * 1024
-"""The largest settings file read (1 MiB; docs/settings.md). A deployment's is a few kB."""
+from agentcore._constants import MAX_SETTINGS_BYTES as MAX_SETTINGS_BYTES
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),

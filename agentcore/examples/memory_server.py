@@ -103,6 +103,37 @@ def remembered(summary: str | None) -> dict[str, Any]:
     }
 
 
+def initialized(request_id: object) -> dict[str, Any]:
+    """The answer to ``initialize``: the MCPL manifest under ``experimental``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {
+            "protocolVersion": "2024-11-05",
+            "capabilities": {"experimental": {"mcpl": MANIFEST}},
+            "serverInfo": {"name": "memory-server", "version": "0.1.0"},
+        },
+    }
+
+
+def not_found(request_id: object, method: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": -32601, "message": f"method not found: {method}"},
+    }
+
+
+def say_hook(params: dict[str, Any]) -> None:
+    """What a ``context/beforeInference`` call showed this server."""
+    seen = params.get("userMessage")
+    say(
+        f"hook: turn {params['turnIndex']} of {params['conversationId']} "
+        f"on {params['model'].get('id')}; the user's text: "
+        + (repr(seen) if seen is not None else "not shown (observe not granted)")
+    )
+
+
 def main() -> int:
     granted: list[str] = []
     summary: str | None = None
@@ -112,17 +143,7 @@ def main() -> int:
         message = json.loads(line)
         method = message.get("method")
         if method == "initialize":
-            send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": message["id"],
-                    "result": {
-                        "protocolVersion": "2024-11-05",
-                        "capabilities": {"experimental": {"mcpl": MANIFEST}},
-                        "serverInfo": {"name": "memory-server", "version": "0.1.0"},
-                    },
-                }
-            )
+            send(initialized(message["id"]))
         elif method == "featureSets/update":
             granted = message.get("params", {}).get("effectiveCapabilities", [])
             say(f"granted: {', '.join(granted) or 'nothing'}")
@@ -133,13 +154,7 @@ def main() -> int:
             params = message["params"]
             say(f"chunk {params['index']}: {params['delta']!r}")
         elif method == "context/beforeInference":
-            params = message["params"]
-            seen = params.get("userMessage")
-            say(
-                f"hook: turn {params['turnIndex']} of {params['conversationId']} "
-                f"on {params['model'].get('id')}; the user's text: "
-                + (repr(seen) if seen is not None else "not shown (observe not granted)")
-            )
+            say_hook(message["params"])
             send({"jsonrpc": "2.0", "id": message["id"], "result": remembered(summary)})
         elif method == "inference/lifecycle":
             params = message["params"]
@@ -148,13 +163,7 @@ def main() -> int:
             if params["phase"] in TERMINAL_PHASES:
                 return 0
         elif method is not None and "id" in message:
-            send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": message["id"],
-                    "error": {"code": -32601, "message": f"method not found: {method}"},
-                }
-            )
+            send(not_found(message["id"], method))
         elif message.get("id") == 1:
             if "result" in message:
                 result = message["result"]

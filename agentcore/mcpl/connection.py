@@ -19,6 +19,8 @@ from typing import Any
 
 from loguru import logger
 
+from agentcore._constants import MCPL_MANIFEST_FETCH_INTERVAL_S as DEFAULT_MANIFEST_FETCH_INTERVAL_S
+from agentcore._constants import MCPL_REQUEST_TIMEOUT_S as DEFAULT_REQUEST_TIMEOUT_S
 from agentcore.mcpl.compat import (
     HOST_MCPL_CAPABILITIES,
     MCPL_VERSION,
@@ -44,10 +46,6 @@ from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError
 from agentcore.mcpl.reconnect import ReconnectPolicy, Reconnects
 from agentcore.mcpl.session import McplRequestHandler, McplStartError, Session, SessionSettings
 from agentcore.mcpl.transports import TransportFactory
-
-DEFAULT_REQUEST_TIMEOUT_S = 30.0
-DEFAULT_MANIFEST_FETCH_INTERVAL_S = 1.0
-"""§17.8: the least time between two `mcpl/manifest` fetches from one server."""
 
 McplNotificationHandler = Callable[["ServerConnection", str, dict[str, Any]], Awaitable[None]]
 

@@ -17,13 +17,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from agentcore._constants import MAX_MCPL_REQUEST_DEADLINE_S as MAX_REQUEST_DEADLINE_S
+from agentcore._constants import MCPL_REQUEST_DEADLINE_S as DEFAULT_REQUEST_DEADLINE_S
 from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest
-
-DEFAULT_REQUEST_DEADLINE_S = 120.0
-"""``[mcpl] request_deadline_s``: four times mcpl-core-ts's own 30 s request timeout, and
-room for a long answer from a slow model."""
-MAX_REQUEST_DEADLINE_S = 86_400.0
-"""The most a setting may say: a day (and never infinity)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,6 +168,7 @@ class McplHost:
             handler=self.handle,
             disabled_feature_sets=config.disabled_feature_sets,
             reconnect=reconnect_policy(config),
+            request_timeout_s=self.kernel.settings.mcpl.request_timeout_s,
             host_capabilities=self.capabilities,
             emit=self.kernel.emit,
             deadline=self._deadline(name, config),

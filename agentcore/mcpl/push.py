@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agentcore._constants import PUSH_DEDUP_WINDOW_S
 from agentcore.mcpl.limits import DEFAULT_LIMITS, Limits
 from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
@@ -32,8 +33,7 @@ from agentcore.mcpl.protocol import (
     PushEvent,
 )
 
-DEDUP_WINDOW_S = 600.0
-"""How long an `eventId`'s answer is remembered (§9.4: servers retry with stable ids)."""
+DEDUP_WINDOW_S = PUSH_DEDUP_WINDOW_S
 DEDUP_MAX_EVENTS = DEFAULT_LIMITS.push_dedup_max_events
 """At most this many answers are remembered per server by default; the oldest go first."""
 NO_PLUGIN_REASON = "no plugin on this host acts on push events"

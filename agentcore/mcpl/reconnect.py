@@ -23,12 +23,11 @@ from typing import Any, Protocol
 
 from loguru import logger
 
+from agentcore._constants import RECONNECT_CRASH_LOOP_AFTER as DEFAULT_CRASH_LOOP_AFTER
+from agentcore._constants import RECONNECT_INITIAL_DELAY_S as DEFAULT_INITIAL_DELAY_S
+from agentcore._constants import RECONNECT_MAX_DELAY_S as DEFAULT_MAX_DELAY_S
+from agentcore._constants import RECONNECT_RESET_AFTER_S as DEFAULT_RESET_AFTER_S
 from agentcore.mcpl.compat import OFF_STATES, STATE_REASONS, Negotiation
-
-DEFAULT_INITIAL_DELAY_S = 0.5
-DEFAULT_MAX_DELAY_S = 30.0
-DEFAULT_RESET_AFTER_S = 60.0
-DEFAULT_CRASH_LOOP_AFTER = 5
 
 Emit = Callable[..., Awaitable[None]]
 """`emit(type, **fields)`: the kernel's `Kernel.emit`."""

@@ -19,15 +19,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 import aiohttp
 from loguru import logger
 
+from agentcore._constants import MCPL_CONNECT_TIMEOUT_S as DEFAULT_CONNECT_TIMEOUT_S
+from agentcore._constants import MCPL_HEARTBEAT_S as DEFAULT_HEARTBEAT_S
+from agentcore._constants import MCPL_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
+from agentcore._constants import MCPL_SHUTDOWN_GRACE_S as DEFAULT_SHUTDOWN_GRACE_S
+from agentcore._constants import MCPL_TERM_GRACE_S as DEFAULT_TERM_GRACE_S
 from agentcore.mcpl.environment import env_hint, server_environment
 from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport, TransportClosed
 from agentcore.mcpl.reconnect import ReconnectPolicy
 
-DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
-DEFAULT_SHUTDOWN_GRACE_S = 5.0  # stdin closed: how long a server has to exit by itself
-DEFAULT_TERM_GRACE_S = 2.0  # after SIGTERM, before SIGKILL
-DEFAULT_HEARTBEAT_S = 20.0
-DEFAULT_CONNECT_TIMEOUT_S = 10.0
 READ_CHUNK_BYTES = 64 * 1024
 STDERR_LINE_MAX = 8 * 1024  # longer child stderr lines are logged truncated
 UNREAD_GRACE_S = 1.0  # at close: how long a child may take to read what it was sent

@@ -19,48 +19,39 @@ read timeouts from settings (a streamed body's read timeout is the driver's own,
 `_Silence`). The whole-request and progress timeouts are the kernel's, around any
 provider. The environment's proxy is looked up once, for the base URL, when the
 provider is made (aiohttp's ``trust_env`` would look it up on every call, in two trips to
-a worker thread, half a millisecond of CPU per call), by the rules httpx and curl follow,
-which users expect (`env_proxy`): ``HTTP_PROXY`` / ``HTTPS_PROXY`` by the base URL's
-scheme, else ``ALL_PROXY`` (lower-case names too), ``NO_PROXY`` honoured, a proxy URL
-with no scheme taken as ``http://``, an ``https://`` proxy reached over TLS, credentials
-from the URL or ``.netrc``. A proxy aiohttp cannot speak (``socks5://``) is refused with
-an error naming the variable, never skipped for a direct connection.
+a worker thread, half a millisecond of CPU per call), by the rules httpx and curl follow
+(`agentcore.providers.proxy`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
-import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from time import monotonic
 
 import aiohttp
-from aiohttp.helpers import basicauth_from_netrc, netrc_from_env, strip_auth_from_url
-from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
+from aiohttp.helpers import strip_auth_from_url
 from loguru import logger
 from yarl import URL
 
 from agentcore.inference import InferenceError, Request, Response, StreamEvent
 from agentcore.providers.errors import error_from_response
+from agentcore.providers.proxy import env_proxy
 from agentcore.providers.sse import SSEDecoder
 from agentcore.providers.stale import Sending, closed_unread, resent_error, reuse_tracing
+from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
 from agentcore.providers.wire import HttpCall, Translator, Wire, replay
 from agentcore.redaction import (
     credential_parts,
     excerpt,
-    redact_url,
     register_secret,
-    url_secrets,
 )
 from agentcore.settings import ProviderSettings
 
 __all__ = ["HTTPProvider", "env_proxy", "transport_error"]
 
-_TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
-"""What the library raises for a failure below HTTP; `transport_error` maps each."""
 
 _readable_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _ascii_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -152,20 +143,20 @@ class HTTPProvider:
         try:
             session = self._session or self._open_session()
             response = await self._send(session, call.path, data, sending)
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             if not closed_unread(exc, sending):
                 raise transport_error(exc, provider=self.name, model=model, replying=False) from exc
             try:
                 session = self._fresh or self._open_session(fresh=True)
                 response = await self._send(session, call.path, data, None)
-            except _TRANSPORT_ERRORS as again:
+            except TRANSPORT_ERRORS as again:
                 error = transport_error(again, provider=self.name, model=model, replying=False)
                 raise resent_error(error) from again
         if 200 <= response.status < 300:
             return response
         try:
             content = await response.read()
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             raise transport_error(exc, provider=self.name, model=model) from exc
         finally:
             response.close()
@@ -192,7 +183,7 @@ class HTTPProvider:
         response = await self._post(self.wire.call(request, model, stream=False), model)
         try:
             raw = await response.read()
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             raise transport_error(exc, provider=self.name, model=model) from exc
         finally:
             response.close()
@@ -245,7 +236,7 @@ class HTTPProvider:
                         silence.since = monotonic()
                         while await read():
                             silence.since = monotonic()
-            except _TRANSPORT_ERRORS as exc:
+            except TRANSPORT_ERRORS as exc:
                 cut = transport_error(exc, provider=self.name, model=model)
             finally:
                 silence.cancel()
@@ -298,49 +289,6 @@ def _headers(
     return {**headers, "content-type": "application/json", **configured}
 
 
-PROXY_SCHEMES = ("http", "https")
-"""What aiohttp can speak to a proxy: plain HTTP, or HTTP over TLS (TLS in TLS on 3.11+)."""
-
-
-def env_proxy(url: URL, provider: str) -> tuple[URL | None, dict[str, str] | None]:
-    """The environment's proxy for `url`, and the header with its credentials (see the
-    module docstring).
-
-    Raises `InferenceError` (``invalid_request``) naming the variable for a proxy that
-    cannot be used: going around it would surprise whoever set it.
-    """
-    if url.host is None or urllib.request.proxy_bypass(url.host):
-        return None, None
-    proxies = urllib.request.getproxies()  # scheme -> URL, from *_proxy; "all" for ALL_PROXY
-    scheme = url.scheme if url.scheme in proxies else "all"
-    value = proxies.get(scheme)
-    if not value:
-        return None, None
-    proxy = URL(value if "://" in value else f"http://{value}")
-    for secret in url_secrets(str(proxy)):
-        register_secret(secret)
-    host = proxy.host
-    if proxy.scheme not in PROXY_SCHEMES or not host:
-        raise InferenceError(
-            "invalid_request",
-            f"provider {provider!r}: the proxy {scheme.upper()}_PROXY = "
-            f"{redact_url(str(proxy))!r} cannot be used: agentcore speaks to http:// and "
-            "https:// proxies only; unset it, or name this host in NO_PROXY",
-            retryable=False,
-        )
-    proxy, auth = strip_auth_from_url(proxy)
-    netrc = netrc_from_env() if auth is None else None
-    if netrc is not None:
-        with contextlib.suppress(LookupError):
-            auth = basicauth_from_netrc(netrc, host)
-    if auth is None:
-        return proxy, None
-    header = auth.encode()
-    for secret in credential_parts(header):
-        register_secret(secret)
-    return proxy, {"Proxy-Authorization": header}
-
-
 class _Silence:
     """``read_timeout_s`` on a streamed body: the time the driver has waited for bytes.
 
@@ -389,7 +337,7 @@ async def _replay_body(
     or the error object it holds; a body that is not JSON fails."""
     try:
         raw = await response.read()
-    except _TRANSPORT_ERRORS as exc:
+    except TRANSPORT_ERRORS as exc:
         error = transport_error(exc, provider=translator.provider, model=translator.model)
         return [translator.fail(error)]
     text = raw.decode(errors="replace")
@@ -401,61 +349,3 @@ async def _replay_body(
         return replay(translator.reply(data))
     except InferenceError as error:
         return [translator.fail(error)]
-
-
-def transport_error(
-    exc: BaseException, *, provider: str, model: str, replying: bool = True
-) -> InferenceError:
-    """The typed error for a failure below HTTP: timeouts are ``timeout``, the rest
-    ``network``. `replying`: the response had begun (its head was read); a connection
-    closed before it is not said to have broken mid-reply."""
-    if isinstance(exc, InferenceError):
-        return exc
-    detail = str(exc) or type(exc).__name__
-    if isinstance(exc, TimeoutError):
-        connecting = isinstance(exc, aiohttp.ConnectionTimeoutError)
-        step = "connecting" if connecting else "waiting for data"
-        message = f"Timed out {step} ({detail})"
-        return InferenceError("timeout", message, provider=provider, model=model)
-    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
-        return InferenceError(
-            "invalid_request",
-            f"Bad provider URL: {detail}",
-            retryable=False,
-            provider=provider,
-            model=model,
-        )
-    if isinstance(exc, aiohttp.ServerDisconnectedError) and not replying:
-        if isinstance(exc.message, str):  # else the part of a response head it had read
-            message = "The provider closed the connection before any reply"
-        else:
-            message = (
-                "The connection to the provider broke mid-reply (the server closed the "
-                "connection inside the response head)"
-            )
-    elif isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
-        message = f"The connection to the provider broke mid-reply ({_cut(exc, detail)})"
-    elif isinstance(exc, aiohttp.ClientConnectorError):
-        message = f"Could not connect to the provider ({detail})"
-    elif isinstance(exc, aiohttp.ClientError | OSError):
-        message = f"Network error talking to the provider ({detail})"
-    else:
-        return InferenceError(
-            "unknown",
-            f"{type(exc).__name__}: {detail}",
-            retryable=False,
-            provider=provider,
-            model=model,
-        )
-    return InferenceError("network", message, provider=provider, model=model)
-
-
-def _cut(exc: BaseException, detail: str) -> str:
-    """How a body was cut, in plain words rather than the library's exception reprs."""
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "the server closed the connection"
-    if isinstance(exc.__cause__, TransferEncodingError):
-        return "the connection closed in the middle of a chunked body"
-    if isinstance(exc.__cause__, ContentLengthError):
-        return "the connection closed before the body's declared length came"
-    return detail

@@ -28,8 +28,6 @@ from typing import Any, NamedTuple
 from agentcore.inference import (
     BlockType,
     InferenceError,
-    MediaBlock,
-    Message,
     OutputBlock,
     Request,
     Response,
@@ -39,13 +37,13 @@ from agentcore.inference import (
     TextBlock,
     ThinkingBlock,
     Token,
-    ToolResultBlock,
     ToolUseBlock,
     Usage,
     UsageUpdate,
 )
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import MID_STREAM, error_from_payload
+from agentcore.providers.openai_request import MEDIA_TYPES, request_body
 from agentcore.providers.sse import EventTuple
 from agentcore.providers.wire import (
     Block,
@@ -54,10 +52,8 @@ from agentcore.providers.wire import (
     Translator,
     Wire,
     carries_credentials,
-    content_parts,
     fast_loads,
     json_object,
-    not_carried,
     read_usage,
     resolve_key,
 )
@@ -78,14 +74,6 @@ STOP_REASONS: dict[str, StopReason] = {
     "content_filter": "refusal",
 }
 
-WIRE = "OpenAI chat completions"
-AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
-MEDIA_TYPES = frozenset(
-    {"image/png", "image/jpeg", "image/webp", "image/gif", "application/pdf", *AUDIO_FORMATS}
-)
-"""Images (``image_url``), wav and mp3 audio (``input_audio``), PDFs (``file``). Whether the
-model takes them is the model's business: the wire carries them."""
-
 FINISH_ERROR = "The provider ended the inference with an error (finish_reason 'error')"
 
 
@@ -103,79 +91,6 @@ FLAVORS: dict[str, Flavor] = {
     "openrouter": Flavor("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True, "max_tokens"),
     "openai-compatible": Flavor(None, None, False, "max_tokens"),
 }
-
-
-def request_body(
-    request: Request, model: str, *, stream: bool, max_tokens_field: str = "max_tokens"
-) -> dict[str, Any]:
-    """The chat-completions body. `request.extras` is merged last (``top_p``, ``reasoning``...)."""
-    messages: list[dict[str, Any]] = []
-    if request.system:
-        messages.append({"role": "system", "content": request.system})
-    for message in request.messages:
-        messages.extend(_messages(message))
-    body: dict[str, Any] = {"model": model, "messages": messages}
-    body[max_tokens_field] = request.max_tokens
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    if request.stop_sequences:
-        body["stop"] = list(request.stop_sequences)
-    if request.tools:
-        body["tools"] = tools = []
-        for t in request.tools:
-            function = {"name": t.name, "description": t.description, "parameters": t.input_schema}
-            tools.append({"type": "function", "function": function})
-    body.update(request.extras)
-    body["stream"] = stream
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    return body
-
-
-def _messages(message: Message) -> list[dict[str, Any]]:
-    """One normalized message as chat messages: tool results become ``tool`` messages."""
-    out: list[dict[str, Any]] = []
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    parts = content_parts(message, WIRE, _text_part, _media)  # None without media
-    for block in message.content:
-        if isinstance(block, TextBlock):
-            texts.append(block.text)
-        elif isinstance(block, ToolUseBlock):
-            function = {"name": block.name, "arguments": json.dumps(block.input)}
-            calls.append({"id": block.id, "type": "function", "function": function})
-        elif isinstance(block, ToolResultBlock):
-            out.append(
-                {"role": "tool", "tool_call_id": block.tool_use_id, "content": block.content}
-            )
-        # Earlier thinking is not sent back: chat completions has no field for it.
-    if message.role == "assistant":
-        entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
-        if calls:
-            entry["tool_calls"] = calls
-        out.append(entry)
-    elif parts:
-        out.append({"role": "user", "content": parts})
-    elif texts or not out:
-        out.append({"role": "user", "content": "".join(texts)})
-    return out
-
-
-def _text_part(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def _media(block: MediaBlock) -> dict[str, Any]:
-    """An image as a data URL, audio as ``input_audio`` (wav, mp3), a PDF as a file part."""
-    if block.mime_type not in MEDIA_TYPES:
-        raise not_carried(WIRE, block)
-    if block.kind == "image":
-        return {"type": "image_url", "image_url": {"url": block.data_url}}
-    if block.kind == "audio":
-        audio = {"data": block.data, "format": AUDIO_FORMATS[block.mime_type]}
-        return {"type": "input_audio", "input_audio": audio}
-    file = {"filename": block.name or "context.pdf", "file_data": block.data_url}
-    return {"type": "file", "file": file}
 
 
 USAGE_FIELDS = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens"}

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 from agentcore.kernel import Kernel
 from agentcore.plugins import default_sections
-from agentcore.settings import _unwrap as unwrap  # `X | None`, `Annotated[X, ...]`: X
 from agentcore.settings import load_settings
+from agentcore.settings_errors import _unwrap as unwrap  # `X | None`, `Annotated[X, ...]`: X
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BUNDLED_SECTIONS = {

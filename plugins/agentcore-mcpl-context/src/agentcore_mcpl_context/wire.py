@@ -125,56 +125,88 @@ async def before_inference(
     `asks`) then, while slower servers are still working. No task per server: each
     answer's arrival counts down one wait. Never raises for what a server does: the
     answers, in the order of `asks`, say what happened."""
-    answers: list[HookAnswer | None] = [None] * len(asks)
-
-    def answered(i: int, answer: HookAnswer) -> None:
-        if answers[i] is not None:
-            return  # read at the deadline already
-        answers[i] = answer
-        if on_answer is not None:
-            on_answer(i, answer)
-
-    all_in = asyncio.get_running_loop().create_future()  # set once every answer is in
-
-    def arrived(i: int, connection: ServerHandle, future: asyncio.Future[Any]) -> None:
-        if not future.cancelled():  # cancelled: given up at the timeout, answered there
-            answered(i, _hook_answer(future, connection, media_types))
-        waiting.pop(future, None)
-        if not waiting and not all_in.done():
-            all_in.set_result(None)
-
-    waiting: dict[asyncio.Future[Any], int] = {}
-    encoded: dict[int, EncodedParams] = {}  # servers given the same params share one encoding
-    for i, (connection, params) in enumerate(asks):
-        json_params = encoded.get(id(params))
-        if json_params is None:
-            json_params = encoded[id(params)] = encode_params(params)
-        try:
-            future = connection.request_soon(BEFORE_INFERENCE, json_params)
-        except McplError as exc:  # the connection would not send it: its grant or state
-            answered(i, HookAnswer("refused", error=exc.message))
-            continue
-        except ConnectionClosed as exc:
-            answered(i, HookAnswer("error", error=str(exc) or "the connection closed"))
-            continue
-        future.add_done_callback(functools.partial(arrived, i, connection))
-        waiting[future] = i
+    hooks = _HookRound(asks, media_types, on_answer)
+    hooks.send()
     try:
-        if waiting:
-            await asyncio.wait((all_in,), timeout=timeout_s)
+        await hooks.wait(timeout_s)
     except asyncio.CancelledError:  # the turn was cancelled: stop waiting for anyone
-        for future in list(waiting):
-            future.cancel()
+        hooks.give_up()
         raise
-    for future, i in list(waiting.items()):
-        if answers[i] is not None:
-            continue
-        if future.done():  # done at the deadline, its callback not run yet
-            answered(i, _hook_answer(future, asks[i][0], media_types))
-        else:
+    hooks.at_deadline(timeout_s)
+    return hooks.answers()
+
+
+class _HookRound:
+    """One turn's `context/beforeInference` to every server of `asks`: each server's answer
+    is taken once, when it arrives or at the deadline, whichever comes first."""
+
+    def __init__(
+        self,
+        asks: Sequence[tuple[ServerHandle, dict[str, Any]]],
+        media_types: frozenset[str],
+        on_answer: Callable[[int, HookAnswer], None] | None,
+    ) -> None:
+        self._asks = asks
+        self._media_types = media_types
+        self._on_answer = on_answer
+        self._answers: list[HookAnswer | None] = [None] * len(asks)
+        self._waiting: dict[asyncio.Future[Any], int] = {}
+        self._all_in: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def send(self) -> None:
+        """Send every request at once; one the connection will not send is answered now."""
+        encoded: dict[int, EncodedParams] = {}  # servers given the same params share one encoding
+        for i, (connection, params) in enumerate(self._asks):
+            json_params = encoded.get(id(params))
+            if json_params is None:
+                json_params = encoded[id(params)] = encode_params(params)
+            try:
+                future = connection.request_soon(BEFORE_INFERENCE, json_params)
+            except McplError as exc:  # the connection would not send it: its grant or state
+                self._answered(i, HookAnswer("refused", error=exc.message))
+                continue
+            except ConnectionClosed as exc:
+                self._answered(i, HookAnswer("error", error=str(exc) or "the connection closed"))
+                continue
+            future.add_done_callback(functools.partial(self._arrived, i))
+            self._waiting[future] = i
+
+    async def wait(self, timeout_s: float) -> None:
+        """Wait until every answer is in, or `timeout_s` has passed (§10.6)."""
+        if self._waiting:
+            await asyncio.wait((self._all_in,), timeout=timeout_s)
+
+    def give_up(self) -> None:
+        for future in list(self._waiting):
             future.cancel()
-            answered(i, HookAnswer("timeout", error=f"no answer within {timeout_s:g} s"))
-    return [answer for answer in answers if answer is not None]
+
+    def at_deadline(self, timeout_s: float) -> None:
+        """At the deadline: an answer in but not yet taken is taken, the rest time out."""
+        for future, i in list(self._waiting.items()):
+            if self._answers[i] is not None:
+                continue
+            if future.done():  # done at the deadline, its callback not run yet
+                self._answered(i, _hook_answer(future, self._asks[i][0], self._media_types))
+            else:
+                future.cancel()
+                self._answered(i, HookAnswer("timeout", error=f"no answer within {timeout_s:g} s"))
+
+    def answers(self) -> list[HookAnswer]:
+        return [answer for answer in self._answers if answer is not None]
+
+    def _answered(self, i: int, answer: HookAnswer) -> None:
+        if self._answers[i] is not None:
+            return  # read at the deadline already
+        self._answers[i] = answer
+        if self._on_answer is not None:
+            self._on_answer(i, answer)
+
+    def _arrived(self, i: int, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled():  # cancelled: given up at the timeout, answered there
+            self._answered(i, _hook_answer(future, self._asks[i][0], self._media_types))
+        self._waiting.pop(future, None)
+        if not self._waiting and not self._all_in.done():
+            self._all_in.set_result(None)
 
 
 def _hook_answer(

@@ -296,6 +296,36 @@ class McplRouter:
         messages, system = parse_messages(params.get("messages"))
         preferences = _preferences(params)
         trace = {"serverId": request.server.name, "requestId": request.id, "streamed": stream}
+        model = await self._routed(feature_set, conversation, trace)
+        inference = Request(
+            model,
+            messages,
+            system=system,
+            max_tokens=self._max_tokens(request, preferences, model),
+            temperature=preferences[1],
+            metadata={
+                "serverId": request.server.name,
+                "featureSet": feature_set,
+                "conversationId": conversation,
+                "mcplRequestId": request.id,
+            },
+        )
+        response = await self._answered(request, inference, stream=stream, trace=trace)
+        result = result_object(response)
+        await self._emit(
+            "mcpl:inference_complete",
+            model=result["model"],
+            inputTokens=response.usage.input_tokens,
+            outputTokens=response.usage.output_tokens,
+            finishReason=response.stop.reason,
+            **trace,
+        )
+        return result
+
+    async def _routed(
+        self, feature_set: Any, conversation: str | None, trace: dict[str, Any]
+    ) -> str:
+        """The model the routing rules give the request, or -32603 saying none does."""
         model = route(self._routing, str(feature_set), conversation)
         if model is None:
             message = (
@@ -305,8 +335,14 @@ class McplRouter:
             # Answered -32603 like a failed inference, so traced like one (SPEC §13.2).
             await self._emit("mcpl:inference_fail", model=None, error=message, **trace)
             raise McplError(INTERNAL_ERROR, message)
+        return model
+
+    def _max_tokens(
+        self, request: McplRequest, preferences: tuple[int | None, float | None], model: str
+    ) -> int:
+        """`held_to_bounds` for the routed model and its provider's kind."""
         provider = self._started.providers.get(model.partition(":")[0])
-        max_tokens = held_to_bounds(
+        return held_to_bounds(
             request,
             preferences,
             model=model,
@@ -314,19 +350,14 @@ class McplRouter:
             kind=provider.kind if provider is not None else None,
             default_max_tokens=self._routing.default_max_tokens,
         )
-        inference = Request(
-            model,
-            messages,
-            system=system,
-            max_tokens=max_tokens,
-            temperature=preferences[1],
-            metadata={
-                "serverId": request.server.name,
-                "featureSet": feature_set,
-                "conversationId": conversation,
-                "mcplRequestId": request.id,
-            },
-        )
+
+    async def _answered(
+        self, request: McplRequest, inference: Request, *, stream: bool, trace: dict[str, Any]
+    ) -> Response:
+        """The inference's response, or -32603 with its cause for every other ending; each
+        ending other than a response is traced ``mcpl:inference_fail``."""
+        model = inference.model
+        feature_set = inference.metadata["featureSet"]
         try:
             # Inside the try: a cancellation that comes while this trace goes out is traced.
             await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
@@ -357,16 +388,7 @@ class McplRouter:
             why = str(exc) or type(exc).__name__
             await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
             raise
-        result = result_object(response)
-        await self._emit(
-            "mcpl:inference_complete",
-            model=result["model"],
-            inputTokens=response.usage.input_tokens,
-            outputTokens=response.usage.output_tokens,
-            finishReason=response.stop.reason,
-            **trace,
-        )
-        return result
+        return response
 
     def _why(self, cancelled: McplRequest) -> str:
         """Why a request's inference was cancelled, for its trace."""

@@ -218,31 +218,10 @@ class RateLimit:
                             self._hold(attempt, slot)
                         return
                     if refusal.limit == "window":
-                        assert limit.requests_per_minute is not None
                         next_s = refusal.retry_s or 0.0
-                        if waited + next_s > max_wait:
-                            raise limit_too_long(
-                                attempt,
-                                "requests_per_minute",
-                                limit.requests_per_minute,
-                                waited,
-                                next_s,
-                                max_wait,
-                            )
-                        until: float | None = time.monotonic() + next_s
-                        sleep_s = next_s
+                        until, sleep_s = self._window_wait(attempt, limit, waited, next_s)
                     else:
-                        assert limit.max_in_flight is not None
-                        if waited >= max_wait:
-                            raise limit_too_long(
-                                attempt,
-                                "max_in_flight",
-                                limit.max_in_flight,
-                                waited,
-                                None,
-                                max_wait,
-                            )
-                        until, sleep_s = None, poll_s(at_most=max_wait - waited)
+                        until, sleep_s = self._slot_wait(attempt, limit, waited)
                 except FleetUnavailable as exc:
                     if not outage_traced and self._unreachable(attempt, exc):
                         return
@@ -257,6 +236,32 @@ class RateLimit:
                 else:
                     wait.until = until
                 await self._sleep(changed, sleep_s)
+
+    def _window_wait(
+        self, attempt: Attempt, limit: ProviderLimit, waited: float, next_s: float
+    ) -> tuple[float | None, float]:
+        """A call the per-minute window refused: when its wait ends and how long to sleep,
+        or the error when that is past ``max_wait_s`` (known now, so it fails at once)."""
+        assert limit.requests_per_minute is not None
+        max_wait = self.settings.max_wait_s
+        if waited + next_s > max_wait:
+            raise limit_too_long(
+                attempt, "requests_per_minute", limit.requests_per_minute, waited, next_s, max_wait
+            )
+        return time.monotonic() + next_s, next_s
+
+    def _slot_wait(
+        self, attempt: Attempt, limit: ProviderLimit, waited: float
+    ) -> tuple[float | None, float]:
+        """A call refused a slot: no known end, a jittered poll until a release wakes it;
+        the error once it has waited ``max_wait_s``."""
+        assert limit.max_in_flight is not None
+        max_wait = self.settings.max_wait_s
+        if waited >= max_wait:
+            raise limit_too_long(
+                attempt, "max_in_flight", limit.max_in_flight, waited, None, max_wait
+            )
+        return None, poll_s(at_most=max_wait - waited)
 
     def _unreachable(self, attempt: Attempt, exc: FleetUnavailable) -> bool:
         """Trace that the store could not be read; True when the call is admitted anyway."""

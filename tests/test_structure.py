@@ -2,9 +2,8 @@
 over 600 lines, none in agentcore/providers/ over 400, no function over 60 lines (bench and
 tests excepted), and no import circle among agentcore's modules.
 
-Sizes are read from the source (ast: a function from its ``def`` to its last line). The
-functions over the limit today are named in an allow-list below; the check fails when a
-listed one is already within the limit (or gone), so the list can only shrink.
+Sizes are read from the source (ast: a function from its ``def`` to its last line). There
+are no exceptions: a function over the limit is split by what it does.
 
 Import circles: every module stands on one floor, above what it imports. The graph is read
 from the source (ast), so an import counts wherever it is written: at the top, inside a
@@ -25,10 +24,6 @@ REPO = ROOT.parent
 MODULE_LINES = 600
 PROVIDER_MODULE_LINES = 400
 FUNCTION_LINES = 60
-
-# Functions over the limit today, as "path:qualified name": none; a function over the
-# limit is split by what it does, not listed.
-LONG_FUNCTIONS: set[str] = set()
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -171,13 +166,8 @@ def test_no_module_is_over_its_limit() -> None:
 
 
 def test_no_function_is_over_the_limit() -> None:
-    over = {name: n for name, n in long_functions().items() if name not in LONG_FUNCTIONS}
+    over = long_functions()
     assert not over, f"functions over {FUNCTION_LINES} lines: {over}; split them"
-
-
-def test_the_long_functions_list_only_shrinks() -> None:
-    within = sorted(LONG_FUNCTIONS - set(long_functions()))
-    assert not within, f"within the limit now (or gone): remove from LONG_FUNCTIONS: {within}"
 
 
 def test_the_size_checks_can_fail(tmp_path: Path) -> None:

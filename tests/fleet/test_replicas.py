@@ -139,7 +139,10 @@ async def test_a_slot_of_a_killed_replica_comes_back_by_expiry(
     loopback_provider.script(Scenario.stall(), provider="a")
     loopback_provider.default = Scenario.text("after")
     fleet = fleet_section(redis_server.url, prefix=f"killed-{uuid.uuid4().hex[:8]}")
-    limits = {"max_wait_s": 10.0, "slot_lease_s": 1.0, "providers": {"a": {"max_in_flight": 1}}}
+    # A 3 s lease: renewed every second while the doomed replica lived, so at least 2 s of it
+    # are left when the survivor asks, time enough for the survivor to load on a busy machine
+    # and still find the dead slot taken.
+    limits = {"max_wait_s": 10.0, "slot_lease_s": 3.0, "providers": {"a": {"max_in_flight": 1}}}
     sections = {"fleet": fleet, "rate_limit": limits}
     [doomed] = await start_replicas(1, hub, loopback_settings, tmp_path, sections)
     await doomed.ask("stalls, holding the only slot")

@@ -132,8 +132,13 @@ class Hostile:
             problems.append(f"h-hog: {len(refused)} requests refused at max_requests_in_flight")
         if len(closed) != 1 or closed[0]["queuedBytes"] <= HOG_QUEUED_BYTES:
             problems.append(f"h-hog: closed {len(closed)} times past max_queued_bytes")
-        if self.hog_calls != HOG_IN_FLIGHT:
-            problems.append(f"h-hog: {self.hog_calls} provider calls, not {HOG_IN_FLIGHT}")
+        # Never more calls than requests in flight; how many start before the bytes bound
+        # closes the connection depends on timing (the first stream alone may pass it).
+        if not 1 <= self.hog_calls <= HOG_IN_FLIGHT:
+            problems.append(
+                f"h-hog: {self.hog_calls} provider calls, not 1 to {HOG_IN_FLIGHT} "
+                "(max_requests_in_flight)"
+            )
         return problems
 
     def describe(self) -> str:

@@ -94,6 +94,10 @@ async def test_infer_conversation_runs_one_turn_with_the_servers(
     assert (trace["serverId"], trace["outcome"], trace["injections"]) == ("memory", "ok", 1)
 
 
+# Serial: in two full parallel runs the ctrl-c cases hung past 10 s on one worker after
+# whatever that worker ran before (never alone, never in a fresh process); the cause is not
+# found yet (closing note of 2026-12-06), so the check runs where it is meaningful.
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "SIGTERM"]
 )

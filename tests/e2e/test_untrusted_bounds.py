@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from e2e_rig import RigFactory
-from e2e_support import AGENTCORE, HOSTILE_SERVER, REPO, finish, until
+from e2e_support import HOSTILE_SERVER, finish, serve, until, without_agentcore_env
 
 from agentcore.testing import LoopbackServer, Scenario
 
@@ -63,7 +63,7 @@ def counter_env(tmp_path: Path) -> tuple[dict[str, str], Path]:
         "[agentcore.plugins]\npush-counter = acme_push_counter\n"
     )
     (info / "RECORD").write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
+    env = without_agentcore_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     seen = tmp_path / "push-seen.txt"
     env["ACME_PUSH_SEEN"] = str(seen)
@@ -77,20 +77,6 @@ def hostile(mode: str, report: Path, **env: str) -> dict[str, Any]:
         "env": {"HOSTILE_MODE": mode, "HOSTILE_REPORT": str(report), **env},
         "grant": ["pushEvents", "inferenceRequest", "inferenceRequest.streaming"],
     }
-
-
-async def serve(settings: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        AGENTCORE,
-        "serve",
-        "--settings",
-        str(settings),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
-        env=env,
-    )
 
 
 def peak_rss_kb(pid: int) -> int:
@@ -179,7 +165,7 @@ async def test_a_server_that_never_reads_is_bounded_and_closed(
     # Every call streams far more than a pipe holds (so each answer stalls on the server),
     # then holds its connection open until the host leaves.
     loopback_provider.default = Scenario.stall("".join(f"w{i} " for i in range(4000)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
+    env = without_agentcore_env()
     process = await serve(settings, env)
     try:
         await until(lambda: hog_report.exists() and stuck_report.exists())

@@ -41,11 +41,10 @@ WIRES = ("a", "o", "r", "g")
 SERVED = "served-e2e-1"
 PROMPT = "Summarize the notes."
 MAX_TOKENS = 64
-# A case's [inference] timeouts unless it tests one: generous, so that a loaded machine (a
-# fresh run, four `agentcore infer` at once on two cores) never turns a slow first byte
-# into a retry whose fresh call finds no scenario left (seen as `infer --stream` printing
-# nothing for xml_tool_call). The cases that test a timeout set it to 0.3 s themselves.
-CALM: dict[str, Any] = {"progress_timeout_s": 30.0, "request_timeout_s": 30.0}
+# A case runs with the rig's calm [inference] timeouts (`INFERENCE`) unless it tests one: a
+# 0.3 s progress timeout turned a slow first byte on a loaded machine into a retry whose
+# fresh call found no scenario left (`infer --stream` printed nothing for xml_tool_call).
+# The cases that test a timeout set it to 0.3 s themselves.
 QUICK: dict[str, Any] = {"progress_timeout_s": 0.3}
 PROGRESS = (
     "The inference stopped before it finished (timeout): "
@@ -98,11 +97,6 @@ class Case:
     plugins: dict[str, object] = field(default_factory=dict)
     cut_short: bool = False
     """The host closed the provider call while the provider was still writing."""
-
-    @property
-    def timeouts(self) -> dict[str, Any]:
-        """The [inference] settings the case runs with: `CALM`, but for what it sets."""
-        return {**CALM, **self.inference}
 
     @property
     def id(self) -> str:
@@ -712,7 +706,7 @@ def matches(expected: str | re.Pattern[str], actual: Any) -> bool:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 async def test_answer(rig: RigFactory, case: Case) -> None:
-    r = await rig(inference=case.timeouts, plugins=case.plugins)
+    r = await rig(inference=case.inference, plugins=case.plugins)
     r.provider.script(*case.scenarios, provider=case.wire)
     rid = await r.server.request("inference/request", params(case.wire, case.stream))
     answer = await r.server.answer(rid)
@@ -823,13 +817,13 @@ async def test_xml_answers_through_serve(
     stdio server: one serve per set of [inference] settings, the traces from its file."""
     groups: dict[str, list[Case]] = {}
     for case in XML_CASES:
-        groups.setdefault(json.dumps(case.timeouts, sort_keys=True), []).append(case)
+        groups.setdefault(json.dumps(case.inference, sort_keys=True), []).append(case)
     for n, group in enumerate(groups.values()):
         traces = tmp_path / f"traces-{n}.jsonl"
         settings = loopback_settings(
             PROVIDERS,
             name=f"serve-{n}.toml",
-            inference={**INFERENCE, **group[0].timeouts},
+            inference={**INFERENCE, **group[0].inference},
             sections={
                 **settings_sections(hub, {"srv": hub.config("srv")}),
                 "traces": {"jsonl": str(traces)},
@@ -909,7 +903,7 @@ async def test_xml_answers_through_infer(
         env = {
             **os.environ,
             "AGENTCORE_TRACES__JSONL": str(traces),
-            **{f"AGENTCORE_INFERENCE__{k.upper()}": str(v) for k, v in case.timeouts.items()},
+            **{f"AGENTCORE_INFERENCE__{k.upper()}": str(v) for k, v in case.inference.items()},
         }
         args = ["--stream"] if stream else ["--no-stream", "--json"]
         async with gate:

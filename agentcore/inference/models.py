@@ -178,10 +178,19 @@ class Request:
 
 @dataclass(slots=True)
 class Usage:
+    """Tokens one inference used, as the provider reported them (None: not reported)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int | None = None
-    cache_creation_tokens: int | None = None
+    """Input tokens served from the provider's prompt cache."""
+    cache_write_tokens: int | None = None
+    """Input tokens written to the provider's prompt cache."""
+
+    @property
+    def cache_creation_tokens(self) -> int | None:
+        """Deprecated name of `cache_write_tokens` (Anthropic's word for it)."""
+        return self.cache_write_tokens
 
 
 @dataclass(slots=True)

@@ -77,7 +77,7 @@ USAGE_FIELDS = {
     "input_tokens": "input_tokens",
     "output_tokens": "output_tokens",
     "cache_read_input_tokens": "cache_read_tokens",
-    "cache_creation_input_tokens": "cache_creation_tokens",
+    "cache_creation_input_tokens": "cache_write_tokens",
 }
 
 

@@ -96,7 +96,7 @@ FLAVORS: dict[str, Flavor] = {
 USAGE_FIELDS = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens"}
 USAGE_DETAIL_FIELDS = {
     "cached_tokens": "cache_read_tokens",
-    "cache_write_tokens": "cache_creation_tokens",
+    "cache_write_tokens": "cache_write_tokens",
 }
 
 

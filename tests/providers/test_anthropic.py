@@ -158,7 +158,7 @@ def test_text_stream_at_every_split() -> None:
         assert (response.model_requested, response.model_served) == ("m", "claude-served-1")
         usage = response.usage
         assert (usage.input_tokens, usage.output_tokens) == (25, 9)
-        assert (usage.cache_read_tokens, usage.cache_creation_tokens) == (7, 3)
+        assert (usage.cache_read_tokens, usage.cache_write_tokens) == (7, 3)
 
 
 def test_awkward_boundaries() -> None:

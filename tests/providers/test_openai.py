@@ -744,7 +744,7 @@ def test_usage_reads_cached_tokens_and_deepseeks_cache_hits() -> None:
         },
         Usage(),
     )
-    assert usage == Usage(10, 4, cache_read_tokens=6, cache_creation_tokens=2)
+    assert usage == Usage(10, 4, cache_read_tokens=6, cache_write_tokens=2)
     deepseek = _usage({"prompt_tokens": 10, "prompt_cache_hit_tokens": 7}, Usage())
     assert deepseek.cache_read_tokens == 7
     assert _usage({"prompt_tokens": "10", "prompt_tokens_details": None}, Usage()) == Usage()

@@ -264,7 +264,7 @@ def test_recorded_tool_call_at_every_byte_split() -> None:
         assert response.stop == StopInfo(
             "tool_use", "stop_sequence", TOOL_CALLS_STOP, tool_markup=True
         )
-        assert response.usage == Usage(812, 57, cache_read_tokens=0, cache_creation_tokens=0)
+        assert response.usage == Usage(812, 57, cache_read_tokens=0, cache_write_tokens=0)
         assert response.model_served == "claude-opus-4-1-20250805"
         assert visible(events) == "Let me look that up in the notes.\n\n"
 

@@ -183,6 +183,28 @@ def _disposition(block: dict[str, Any], rejected: list[str]) -> Disposition | No
     return None
 
 
+def model_content(
+    blocks: list[Any], provenance: str
+) -> tuple[tuple[Any, ...], tuple[BulkReference, ...]]:
+    """Content blocks a server sent, as they may reach a model (§19: applied before any
+    wake or context assembly): each reference as a text block holding its stub, a block
+    whose inline data must be withheld left out, the rest as sent; and the references'
+    records, in order. A reference whose `uri` rejects it whole is left out too."""
+    out: list[Any] = []
+    references: list[BulkReference] = []
+    for block in blocks:
+        if withheld(block) is not None:
+            continue
+        if is_reference(block):
+            reference = read_reference(block)
+            if isinstance(reference, str):
+                continue
+            references.append(reference)
+            block = {"type": "text", "text": reference.stub(provenance)}
+        out.append(block)
+    return tuple(out), tuple(references)
+
+
 def display(text: str, limit: int = LABEL_CHARS) -> str:
     """A server-supplied string as it may appear in a stub: control, format (bidi
     overrides, zero-width) and separator characters removed, then cut to `limit`
@@ -211,6 +233,7 @@ __all__ = [
     "Disposition",
     "display",
     "is_reference",
+    "model_content",
     "new_reference_id",
     "parse_instant",
     "read_reference",

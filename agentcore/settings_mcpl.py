@@ -92,6 +92,8 @@ class BulkSettings(Section):
     """One fetch, its redirects included."""
     max_redirects: int = Field(default=3, ge=0, le=10)
     """Same-origin redirects followed; a redirect to another origin is always refused."""
+    max_fetches_per_turn: int = Field(default=8, ge=1)
+    """References of one server fetched in one turn; the rest stay stubs."""
 
 
 class McplSettings(Section, McplLimitSettings):

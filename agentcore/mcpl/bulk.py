@@ -21,7 +21,7 @@ import json
 import re
 import secrets
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 Disposition: TypeAlias = Literal["never", "ref"]
@@ -50,7 +50,8 @@ class BulkReference:
     id: str
     """Host-generated, opaque, never reused (``ref_`` and 12 random hex digits)."""
     kind: str
-    uri: str
+    uri: str = field(repr=False)
+    """Private: never in a stub, a trace or a log (it can be a bearer capability)."""
     mime_type: str | None
     size_bytes: int | None
     digest: str | None

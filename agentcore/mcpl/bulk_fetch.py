@@ -115,8 +115,7 @@ class BulkFetcher:
             detail = f"no whole answer within {self.settings.timeout_s:g} s (timeout_s)"
             return Fetched(reference, "timeout", detail, origin=origin)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            detail = f"{type(exc).__name__}: {exc}"[:300]
-            return Fetched(reference, "network", detail, origin=origin)
+            return Fetched(reference, "network", _network_detail(exc), origin=origin)
         verified = None
         if reference.digest is not None:
             if sha256_digest(data) != reference.digest:
@@ -272,6 +271,16 @@ class _PinnedResolver(AbstractResolver):
 
     async def close(self) -> None:
         self._pinned.clear()
+
+
+def _network_detail(exc: BaseException) -> str:
+    """What went wrong on the network, without the URL (its path or query can be a
+    credential, and the detail goes into a trace)."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {exc.host}:{exc.port}: {exc.os_error.strerror or 'failed'}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return type(exc).__name__
 
 
 async def _getaddrinfo(host: str, port: int) -> list[tuple[Any, ...]]:

@@ -135,12 +135,14 @@ async def test_fetching_allowed_the_verified_payload_goes_in_and_each_hostile_on
         resource(f"{url}/away", name="away"),
         resource("http://10.0.0.1/plan", name="private"),
         resource(f"{url}/plan", name="withheld", disposition="never"),
+        resource(f"{url}/plan", name="ninth"),  # past max_fetches_per_turn: not fetched
     ]
     bulk = {
         "fetch": True,
         "schemes": ["http"],
         "allow_networks": ["127.0.0.1/32"],  # loopback, for this test only
         "max_bytes": 64,
+        "max_fetches_per_turn": 8,
     }
     body, traces = await run_turn(
         hub, loopback_provider, loopback_settings, tmp_path, content, bulk
@@ -158,6 +160,7 @@ async def test_fetching_allowed_the_verified_payload_goes_in_and_each_hostile_on
         ("refused", "redirect", "stub"),
         ("refused", "address", "stub"),
         ("never", None, "stub"),
+        ("over_budget", None, "stub"),
     ]
     good = traces[0]
     assert (good["digestVerified"], good["sizeBytes"]) == (True, len(PLAN))

@@ -6,6 +6,7 @@ settings refused with the key named."""
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import ipaddress
 import socket
 from collections.abc import AsyncIterator
@@ -31,6 +32,9 @@ class Origin:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.hosts.append(request.headers.get("Host", ""))
+        if request.path == "/bomb":  # 32 MiB of zeros, some 32 KiB on the wire
+            body = gzip.compress(bytes(32 * 1024 * 1024), compresslevel=9)
+            return web.Response(body=body, headers={"Content-Encoding": "gzip"})
         hops = int(request.query.get("hops", "0"))
         if hops:
             raise web.HTTPFound(f"/p?hops={hops - 1}")
@@ -42,6 +46,7 @@ async def origin() -> AsyncIterator[Origin]:
     state = Origin()
     app = web.Application()
     app.router.add_get("/p", state.handle)
+    app.router.add_get("/bomb", state.handle)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -132,6 +137,18 @@ async def test_userinfo_and_expiry_are_refused_before_dialing(origin: Origin) ->
     assert origin.hosts == []
     future = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).isoformat()
     assert (await fetcher().fetch(ref(f"{origin.url}/p", expiresAt=future))).ok
+
+
+async def test_a_compression_bomb_is_cut_at_max_bytes_of_decoded_bytes(origin: Origin) -> None:
+    got = await fetcher(max_bytes=1024 * 1024).fetch(ref(f"{origin.url}/bomb"))
+    assert (got.refusal, got.data) == ("size", b"")
+
+
+async def test_a_network_failure_is_said_without_the_url() -> None:
+    lookup, _ = answering("127.0.0.1")
+    got = await fetcher(lookup).fetch(ref("http://bulk.test:9/p?sig=s3cret"))  # nothing there
+    assert got.refusal == "network" and "s3cret" not in got.detail and "/p" not in got.detail
+    assert got.origin == "http://bulk.test:9"
 
 
 def test_reference_ids_are_never_reused() -> None:

@@ -134,8 +134,9 @@ class McplContext:
             asks, self._timeout_s, self._ctx.media_types(inference.request.model), trace
         )
         media_types = self._ctx.media_types(inference.request.model)
+        budget = {s.name: self._ctx.bulk.max_fetches_per_turn for s in servers}
         kept = [
-            (server, await self._with_references(server, inference, i, media_types))
+            (server, await self._with_references(server, inference, i, media_types, budget))
             for server, answer in zip(servers, answers, strict=True)
             for i in answer.injections
         ]
@@ -150,28 +151,38 @@ class McplContext:
         inference: Inference,
         injection: ContextInjection,
         media_types: frozenset[str],
+        budget: dict[str, int],
     ) -> ContextInjection:
         """The injection with each bulk reference decided: its stub stays, or (fetching on,
-        not ``never``, verified, carried) the payload replaces it. Traced one by one."""
+        not ``never``, within the server's `budget` of fetches this turn, verified,
+        carried) the payload replaces it. Traced one by one."""
         if not injection.references:
             return injection
-        fetches = [self._fetch(reference) for _, reference in injection.references]
+        fetches = [self._fetch(r, server.name, budget) for _, r in injection.references]
         results = await asyncio.gather(*fetches)
         content = list(injection.content)
         for (index, reference), fetched in zip(injection.references, results, strict=True):
             block = None
-            if fetched is not None and fetched.ok:
+            if not isinstance(fetched, str) and fetched.ok:
                 block = fetched_block(fetched, injection.position, media_types)
                 if block is not None:
                     content[index] = block
             self._trace_reference(server, inference, reference, fetched, inlined=block is not None)
         return dataclasses.replace(injection, content=tuple(content))
 
-    async def _fetch(self, reference: BulkReference) -> Fetched | None:
-        """None: not fetched (fetching off, or §19 ``never``: neither the payload nor the
-        URI may reach the model, so there is nothing to fetch it for)."""
-        if self._fetcher is None or reference.disposition == "never":
-            return None
+    async def _fetch(
+        self, reference: BulkReference, server: str, budget: dict[str, int]
+    ) -> Fetched | str:
+        """The fetch, or why there is none: ``off``; ``never`` (§19: neither the payload
+        nor the URI may reach the model, so there is nothing to fetch it for);
+        ``over_budget`` (``max_fetches_per_turn`` already fetched for this server)."""
+        if self._fetcher is None:
+            return "off"
+        if reference.disposition == "never":
+            return "never"
+        if budget[server] <= 0:
+            return "over_budget"
+        budget[server] -= 1
         return await self._fetcher.fetch(reference)
 
     def _trace_reference(
@@ -179,7 +190,7 @@ class McplContext:
         server: ServerHandle,
         inference: Inference,
         reference: BulkReference,
-        fetched: Fetched | None,
+        fetched: Fetched | str,
         *,
         inlined: bool,
     ) -> None:
@@ -192,8 +203,8 @@ class McplContext:
             "shown": "payload" if inlined else "stub",
             "rejectedFields": list(reference.rejected),
         }
-        if fetched is None:
-            fields["fetch"] = "off" if self._fetcher is None else "never"
+        if isinstance(fetched, str):
+            fields["fetch"] = fetched
         else:
             fields["fetch"] = "ok" if fetched.ok else "refused"
             fields["origin"] = fetched.origin

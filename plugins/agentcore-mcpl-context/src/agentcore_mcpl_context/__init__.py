@@ -136,12 +136,17 @@ class McplContext:
         media_types = self._ctx.media_types(inference.request.model)
         budget = {s.name: self._ctx.bulk.max_fetches_per_turn for s in servers}
         kept = [
-            (server, await self._with_references(server, inference, i, media_types, budget))
-            for server, answer in zip(servers, answers, strict=True)
-            for i in answer.injections
+            (s, i) for s, answer in zip(servers, answers, strict=True) for i in answer.injections
         ]
+        # Every injection's references at once: the turn waits for one fetch's time at most.
+        decided = await asyncio.gather(
+            *(self._with_references(s, inference, i, media_types, budget) for s, i in kept)
+        )
         # settings order (§10.8)
-        return [Injection(i.position, i.content, server.name) for server, i in kept]
+        return [
+            Injection(i.position, i.content, server.name)
+            for (server, _), i in zip(kept, decided, strict=True)
+        ]
 
     # -- §19 bulk content references ----------------------------------------------------
 

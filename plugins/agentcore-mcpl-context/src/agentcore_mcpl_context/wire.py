@@ -355,7 +355,8 @@ def fetched_block(
     reference, mime_type = fetched.reference, fetched.mime_type or ""
     if mime_type.startswith("text/") or mime_type.endswith("json"):
         label = html.escape(reference.label or "", quote=True)
-        opening = f'<resource ref="{reference.id}" name="{label}" type="{mime_type}">'
+        shown_type = html.escape(mime_type[:255], quote=True)  # §19: mimeType is 255 at most
+        opening = f'<resource ref="{reference.id}" name="{label}" type="{shown_type}">'
         return TextBlock(f"{opening}\n{fetched.data.decode('utf-8')}\n</resource>")
     if position == "system" or mime_type not in media_types:
         return None

@@ -13,12 +13,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
 from agentcore.api import BulkFetcher, BulkReference, BulkSettings, SettingsError
 from agentcore.mcpl.bulk import read_reference
-from agentcore.mcpl.bulk_fetch import sha256_digest
+from agentcore.mcpl.bulk_fetch import _CheckedConnector, sha256_digest
 from agentcore.settings import load_settings
 
 BODY = b"the payload"
@@ -178,3 +179,23 @@ def test_bad_bulk_settings_name_the_key(tmp_path: Path, toml: str, key: str) -> 
 def test_bulk_settings_default_to_off_and_https_only(tmp_path: Path) -> None:
     bulk = load_settings(None, environ={}).settings.mcpl.bulk
     assert (bulk.fetch, bulk.schemes, bulk.allow_networks) == (False, ["https"], [])
+
+
+async def test_the_connected_peer_is_checked_before_the_request_is_written(origin: Origin) -> None:
+    """The second check (the socket's peer address) runs on every new connection, before a
+    byte is sent: a peer it refuses closes the connection and nothing reaches the server."""
+    seen: list[str] = []
+
+    def refuse(transport: Any, host: str) -> None:
+        seen.append(transport.get_extra_info("peername")[0])
+        raise RefusedForTest
+
+    connector = _CheckedConnector(refuse)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        with pytest.raises(RefusedForTest):
+            await session.get(f"{origin.url}/p")
+    assert seen == ["127.0.0.1"] and origin.hosts == []
+
+
+class RefusedForTest(Exception):
+    pass

@@ -49,6 +49,7 @@ from agentcore.inference import (
     InferenceError,
     MediaBlock,
     Message,
+    OutputBlock,
     PluginError,
     Request,
     Response,
@@ -96,7 +97,26 @@ from agentcore.mcpl.protocol import (
 )
 from agentcore.model_info import ModelInfo
 from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
+from agentcore.providers.anthropic import MEDIA_TYPES as ANTHROPIC_MEDIA_TYPES
+from agentcore.providers.anthropic import AnthropicTranslator
+from agentcore.providers.anthropic import request_body as anthropic_request_body
+from agentcore.providers.anthropic_xml import XmlTranslator
 from agentcore.providers.base import Provider
+from agentcore.providers.driver import HTTPProvider
+from agentcore.providers.errors import MID_STREAM, error_from_payload
+from agentcore.providers.sse import EventTuple
+from agentcore.providers.wire import (
+    HttpCall,
+    StreamDecoder,
+    Translator,
+    Wire,
+    fast_loads,
+    not_carried,
+    read_usage,
+    resolve_key,
+)
+from agentcore.providers.xml_transcript import Participants
+from agentcore.providers.xml_transcript import format_request as xml_request_body
 from agentcore.redaction import StreamRedactor, redact, redact_log, redact_value, register_secret
 from agentcore.settings import (
     HttpUrl,
@@ -122,10 +142,12 @@ from agentcore.tracing import (
 from agentcore.urls import HTTP_SCHEMES, RedisUrl, WebSocketUrl, url_problem
 
 __all__ = [
+    "ANTHROPIC_MEDIA_TYPES",
     "HOLD_TRACE",
     "HTTP_SCHEMES",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "MID_STREAM",
     "NO_RESULT_MESSAGE",
     "NO_TERMINAL",
     "POSITIONS",
@@ -138,6 +160,7 @@ __all__ = [
     "UNAVAILABLE_TRACE",
     "WAITING_TRACE",
     "Aborted",
+    "AnthropicTranslator",
     "Attempt",
     "BlockStart",
     "BlockStop",
@@ -146,13 +169,16 @@ __all__ = [
     "ContentBlock",
     "Decision",
     "EncodedParams",
+    "EventTuple",
     "Failed",
     "FleetStore",
     "FleetUnavailable",
     "GiveUp",
+    "HTTPProvider",
     "Hold",
     "HoldPayload",
     "HostTurn",
+    "HttpCall",
     "HttpUrl",
     "Inference",
     "InferenceError",
@@ -166,6 +192,8 @@ __all__ = [
     "Message",
     "ModelInfo",
     "ModelReference",
+    "OutputBlock",
+    "Participants",
     "Phase",
     "PluginContext",
     "PluginError",
@@ -190,6 +218,7 @@ __all__ = [
     "SlotsPayload",
     "StopInfo",
     "StopReason",
+    "StreamDecoder",
     "StreamEvent",
     "StreamRedactor",
     "TextBlock",
@@ -199,6 +228,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "TraceEvent",
+    "Translator",
     "TurnEnding",
     "Usage",
     "UsageUpdate",
@@ -206,19 +236,27 @@ __all__ = [
     "WaitReason",
     "WaitingPayload",
     "WebSocketUrl",
+    "Wire",
+    "XmlTranslator",
     "__version__",
     "aborted_message",
+    "anthropic_request_body",
     "completion_problem",
     "encode_params",
+    "error_from_payload",
     "failure_message",
+    "fast_loads",
     "hookimpl",
     "is_granted",
+    "not_carried",
     "payload",
     "poll_s",
+    "read_usage",
     "redact",
     "redact_log",
     "redact_value",
     "register_secret",
+    "resolve_key",
     "result_object",
     "sampling_range",
     "shutting_down",
@@ -226,4 +264,5 @@ __all__ = [
     "unavailable_fields",
     "url_problem",
     "wait_for_change",
+    "xml_request_body",
 ]

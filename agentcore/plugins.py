@@ -437,7 +437,9 @@ def _validated_settings(
         if not any(p == path or p.startswith(path + ".") for p in sections):
             sections[path] = None
     try:
-        loaded = load_settings(file, sections=sections, environ=environ, kinds=kinds)
+        loaded = load_settings(
+            file, sections=sections, environ=environ, kinds=kinds, kind_settings=kinds.settings
+        )
     except SettingsError as exc:
         raise SettingsError(unknown + exc.problems) from None
     if unknown:

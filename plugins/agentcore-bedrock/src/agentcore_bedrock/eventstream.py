@@ -1,0 +1,71 @@
+"""The ``application/vnd.amazon.eventstream`` body as ``(event, data, id)`` tuples.
+
+Framing, both CRCs and headers are botocore's `EventStreamBuffer`; nothing here reads
+a byte of the framing. InvokeModel's ``chunk`` events carry an Anthropic event as
+base64 in ``bytes``: it is handed on as that event's JSON text. An exception frame (or
+one that fails its checks) becomes one ``error`` tuple in Anthropic's error shape, which
+both translators raise as the typed error its name says.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from botocore.eventstream import EventStreamBuffer, ParserError
+
+from agentcore.api import EventTuple
+
+ERROR = "error"
+
+
+def error_tuple(name: str, message: str) -> EventTuple:
+    body = {"type": "error", "error": {"type": name, "message": message}}
+    return (ERROR, json.dumps(body), None)
+
+
+class EventStreamDecoder:
+    """One streamed body's decoder (`agentcore.api.StreamDecoder`)."""
+
+    __slots__ = ("_broken", "_buffer")
+
+    def __init__(self) -> None:
+        self._buffer = EventStreamBuffer()
+        self._broken = False
+
+    def feed_tuples(self, chunk: bytes) -> list[EventTuple]:
+        if self._broken:
+            return []
+        self._buffer.add_data(chunk)
+        out: list[EventTuple] = []
+        try:
+            for message in self._buffer:
+                headers: Any = message.headers
+                if headers.get(":message-type") == "event":
+                    name = headers.get(":event-type", "")
+                    payload: bytes = message.payload
+                    if name == "chunk":
+                        payload = base64.b64decode(json.loads(payload)["bytes"])
+                    out.append((name, payload.decode(), None))
+                else:
+                    out.append(_exception(headers, message.payload))
+        except (ParserError, ValueError, KeyError, TypeError) as exc:
+            self._broken = True
+            why = f"{type(exc).__name__}: {exc}"
+            out.append(error_tuple("api_error", f"an event-stream frame cannot be read ({why})"))
+        return out
+
+    def close_tuples(self) -> list[EventTuple]:
+        return []
+
+
+def _exception(headers: dict[str, Any], payload: bytes) -> EventTuple:
+    """An exception (or error) frame: its name from the headers, its message from the body."""
+    name = headers.get(":exception-type") or headers.get(":error-code") or "unknown"
+    try:
+        body = json.loads(payload) if payload else {}
+    except ValueError:
+        body = {}
+    message = body.get("message") if isinstance(body, dict) else None
+    return error_tuple(str(name), str(message or headers.get(":error-message") or name))

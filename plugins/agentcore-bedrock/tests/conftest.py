@@ -46,9 +46,7 @@ async def bedrock_server() -> AsyncIterator[LoopbackServer]:
 
 
 @pytest.fixture
-def bedrock_kernel(
-    bedrock_server: LoopbackServer, tmp_path: Path
-) -> Callable[..., Kernel]:
+def bedrock_kernel(bedrock_server: LoopbackServer, tmp_path: Path) -> Callable[..., Kernel]:
     def build(**options: Any) -> Kernel:
         provider = {"kind": "bedrock", "region": "us-east-1", "auth": "sigv4", **options}
         path = bedrock_server.write_settings(

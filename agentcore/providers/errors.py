@@ -288,7 +288,7 @@ def classify(
         return "overloaded"
     if status in (408, 504):
         return "timeout"
-    if status >= 500:
+    if status >= 500 or status == 424:  # 424: Bedrock's model failed behind it
         return "server"
     if status in (401, 403):
         if status == 403 and ("moderation" in message.lower() or "flagged" in message.lower()):

@@ -47,10 +47,14 @@ async def bedrock_server() -> AsyncIterator[LoopbackServer]:
 
 @pytest.fixture
 def bedrock_kernel(bedrock_server: LoopbackServer, tmp_path: Path) -> Callable[..., Kernel]:
-    def build(**options: Any) -> Kernel:
+    def build(inference: dict[str, Any] | None = None, **options: Any) -> Kernel:
         provider = {"kind": "bedrock", "region": "us-east-1", "auth": "sigv4", **options}
         path = bedrock_server.write_settings(
-            tmp_path / "agentcore.toml", {"br": provider}, per_provider_urls=False
+            tmp_path / "agentcore.toml",
+            {"br": provider},
+            per_provider_urls=False,
+            key_env="BEDROCK_KEY",
+            inference=inference,
         )
         return Kernel.load(
             path,

@@ -95,7 +95,7 @@ from agentcore.mcpl.protocol import (
     PushAnswer,
     PushEvent,
 )
-from agentcore.model_info import ModelInfo
+from agentcore.model_info import ModelInfo, model_prefills
 from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
 from agentcore.providers.anthropic import MEDIA_TYPES as ANTHROPIC_MEDIA_TYPES
 from agentcore.providers.anthropic import AnthropicTranslator
@@ -248,6 +248,7 @@ __all__ = [
     "fast_loads",
     "hookimpl",
     "is_granted",
+    "model_prefills",
     "not_carried",
     "payload",
     "poll_s",

@@ -112,6 +112,10 @@ class ModelSettings(Section):
     """E.g. ["vision", "tools"]."""
     max_output_tokens: int | None = Field(default=None, ge=1)
     """The most tokens the model writes in one reply: a ceiling on an MCPL `maxTokens`."""
+    prefill: bool | None = None
+    """Whether the model takes a request that ends with an assistant turn (a prefill); None:
+    the built-in table's word, else true. XML tool mode leaves the open assistant turn out
+    for a model that does not (docs/settings.md)."""
 
 
 class ParticipantNames(Section):

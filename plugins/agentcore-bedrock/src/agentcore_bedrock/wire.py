@@ -29,6 +29,7 @@ from agentcore.api import (
     Wire,
     XmlTranslator,
     anthropic_request_body,
+    model_prefills,
     resolve_key,
     xml_request_body,
 )
@@ -87,7 +88,10 @@ class BedrockWire(Wire):
             return HttpCall(path + ("/converse-stream" if stream else "/converse"),
                             converse_body(request))  # fmt: skip
         if self.xml:
-            body = xml_request_body(request, model, stream=stream, participants=self.participants)
+            prefill = model_prefills(model, self.config.models.get(model))
+            body = xml_request_body(
+                request, model, stream=stream, participants=self.participants, prefill=prefill
+            )
         else:
             body = anthropic_request_body(request, model, stream=stream)
         body = {k: v for k, v in body.items() if k not in ("model", "stream")}

@@ -167,7 +167,7 @@ class Admission:
                 try:
                     answer = await self._ask(store, claims, holder)
                 except FleetUnavailable as exc:
-                    if not outage_traced and self._unreachable(store, claims[0], attempt, exc):
+                    if not outage_traced and self._unreachable(store, claims, attempt, exc):
                         return
                     outage_traced = True
                     bound = min(claims, key=lambda claim: claim.max_wait_s)
@@ -226,12 +226,15 @@ class Admission:
         return claim.wait_reason, None, poll_s(at_most=left)
 
     def _unreachable(
-        self, store: FleetStore, claim: Claim, attempt: Attempt, exc: FleetUnavailable
+        self, store: FleetStore, claims: list[Claim], attempt: Attempt, exc: FleetUnavailable
     ) -> bool:
-        """Trace that the store could not be read; True when the call is admitted anyway."""
+        """Trace, once for each plugin with a claim, that the store could not be read; True
+        when the call is admitted anyway (``[fleet] on_store_error = "open"``)."""
         admitted = store.on_store_error == "open"
-        fields = unavailable_fields(store, claim.plugin, attempt, exc, admitted)
-        self._emit(UNAVAILABLE_TRACE, **fields)
+        for plugin in dict.fromkeys(claim.plugin for claim in claims):
+            self._emit(
+                UNAVAILABLE_TRACE, **unavailable_fields(store, plugin, attempt, exc, admitted)
+            )
         return admitted
 
     # -- what is granted -------------------------------------------------------------

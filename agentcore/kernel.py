@@ -93,10 +93,8 @@ class Kernel:
         self.hooks = Hooks(pm)
         self._providers: dict[str, Provider] = {}
         self._model_infos: dict[str, ModelInfo] = {}  # the settings are fixed: made once each
-        self._calls = ProviderCalls(self.settings.inference, self.stopping)
-        """The provider calls in flight."""
-        self._turns: set[_HostTurn] = set()
-        """Host turns started and not yet ended."""
+        self._calls = ProviderCalls(self.settings.inference, self.stopping)  # calls in flight
+        self._turns: set[_HostTurn] = set()  # host turns started and not yet ended
         self._ids = itertools.count(1)
         self._started = False
         self.mcpl_servers: Callable[[], Sequence[ServerConnection]] = tuple
@@ -113,6 +111,11 @@ class Kernel:
         if self._fleet is None:
             self._fleet = open_store(self.settings.fleet)
         return self._fleet
+
+    @fleet.setter
+    def fleet(self, store: FleetStore) -> None:
+        """Replace the ``[fleet]`` store before the first call (tests, embedding hosts)."""
+        self._fleet = store
 
     # -- loading -----------------------------------------------------------------
 

@@ -132,17 +132,29 @@ class ClaimKind(Protocol):
     `Claim.settle` arguments); `renew` every third of `lease_s` while it is held.
     """
 
-    name: str
-    redis_keys: tuple[str, ...]
-    """The key families it uses on Redis; ``c.keys[i]`` is ``{PREFIX}:FAMILY:CLAIM_KEY``."""
-    lua: str
-    """A Lua table expression ``{check = function(c) ... end, take = ..., release = ...,
-    renew = ...}`` (missing steps do nothing). ``c`` has ``keys``, ``args`` (strings),
-    ``holder``, ``now`` (ms), ``settle`` (strings) and ``wake()`` (frees waiters on the
-    claim's key). ``check`` returns nil to pass, or ``{retry_ms or -1, detail, info?}``;
-    ``take`` returns a number or string (the `Claim.admitted` value)."""
-    lease_s: float | None
-    """Renewed every third of this while held; None: never renewed."""
+    @property
+    def name(self) -> str:
+        """Unique among the kinds: not ``hold``, ``slots``, ``window``, nor another plugin's."""
+        ...
+
+    @property
+    def redis_keys(self) -> tuple[str, ...]:
+        """The key families it uses on Redis; ``c.keys[i]`` is ``{PREFIX}:FAMILY:CLAIM_KEY``."""
+        ...
+
+    @property
+    def lua(self) -> str:
+        """A Lua table expression ``{check = function(c) ... end, take = ..., release = ...,
+        renew = ...}`` (missing steps do nothing). ``c`` has ``keys``, ``args`` (strings),
+        ``holder``, ``now`` (ms), ``settle`` (strings) and ``wake()`` (frees waiters on the
+        claim's key). ``check`` returns nil to pass, or ``{retry_ms or -1, detail, info?}``;
+        ``take`` returns a number or string (the `Claim.admitted` value)."""
+        ...
+
+    @property
+    def lease_s(self) -> float | None:
+        """Renewed every third of this while held; None: never renewed."""
+        ...
 
     def check(self, call: ClaimCall) -> tuple[float | None, str, str | None] | None:
         """None to pass, or (seconds until it may pass or None, detail, info)."""

@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentcore_provider_hold import ProviderHold
+import redis.asyncio as aioredis
+from agentcore_provider_hold import HOLD_TOO_LONG, ProviderHold
 from agentcore_rate_limit import RateLimit
 
 import agentcore.kernel
 from agentcore.admission import ADMISSION_WAIT_TOO_LONG
 from agentcore.fleet import FleetStore, open_store
 from agentcore.fleet.claims import Claim, ClaimRefusal, Scalar
+from agentcore.fleet.redis_store import RedisFleetStore
 from agentcore.inference import InferenceError, Message, Request
 from agentcore.kernel import Kernel
 from agentcore.testing import STALL, ScriptedProvider, TraceRecorder, scripted_kind
@@ -187,3 +189,47 @@ async def test_a_slot_held_past_the_stop_grace_comes_back_to_another_replica_at_
             deaf.let_go.set()
             await asyncio.gather(stuck, return_exceptions=True)
     assert response.text == "hello"
+
+
+async def until(condition: Callable[[], object], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came true"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+async def test_no_hold_costs_no_round_trip_and_a_hold_set_elsewhere_is_seen(
+    load: Load, redis_server: RedisServer, backend: str
+) -> None:
+    """The common case, no hold, is answered from the replica's view (kept by pub/sub);
+    a hold another replica sets reaches it, and a lost subscription falls back to asking."""
+    kernel, other = load("[provider_hold]\nmax_wait_s = 1"), load()
+    async with kernel, other:
+        store = kernel.fleet
+        assert isinstance(store, RedisFleetStore)
+        await kernel.complete(req("first"))  # asks; the subscription comes up meanwhile
+        await until(lambda: store.holds.live)
+        await kernel.complete(req("learns"))  # asks once more: no hold, believed now
+        sends = store.sends
+        for i in range(5):
+            await kernel.complete(req(f"call {i}"))
+        assert store.sends == sends  # not one round trip for the hold
+        await other.fleet.set_hold("fake:m1", 30.0, "rate_limit", 60.0)
+        await until(lambda: not store.holds.unheld("fake:m1"))  # the hold's publication
+        with pytest.raises(InferenceError) as held:
+            await kernel.complete(req("held"))
+        assert held.value.code == HOLD_TOO_LONG
+        admin = aioredis.Redis.from_url(redis_server.url)
+        try:
+            await admin.delete(store._key("hold", "fake:m1"))  # the hold, gone by hand
+            store.holds.forget("fake:m1")
+            await kernel.complete(req("asks again"))
+            await kernel.complete(req("knows again"))
+            sends = store.sends
+            await admin.client_kill_filter(_type="pubsub")  # the subscription is lost
+        finally:
+            await admin.aclose()
+        await until(lambda: store.sends > sends or not store.holds.live)
+        await kernel.complete(req("after the loss"))
+        assert store.sends > sends  # asked: the view went with the subscription

@@ -22,6 +22,7 @@ release to release (docs/plugins.md says what each is for)::
 from __future__ import annotations
 
 from agentcore import __version__
+from agentcore.admission import ADMISSION_WAIT_TOO_LONG
 from agentcore.fleet import (
     UNAVAILABLE_TRACE,
     FleetStore,
@@ -32,6 +33,17 @@ from agentcore.fleet import (
     unavailable_error,
     unavailable_fields,
     wait_for_change,
+)
+from agentcore.fleet.claims import (
+    HOLD,
+    SLOTS,
+    WINDOW,
+    AttemptEnd,
+    Claim,
+    ClaimCall,
+    ClaimKind,
+    ClaimRefusal,
+    Scalar,
 )
 from agentcore.inference import (
     NO_RESULT_MESSAGE,
@@ -142,7 +154,9 @@ from agentcore.tracing import (
 from agentcore.urls import HTTP_SCHEMES, RedisUrl, WebSocketUrl, url_problem
 
 __all__ = [
+    "ADMISSION_WAIT_TOO_LONG",
     "ANTHROPIC_MEDIA_TYPES",
+    "HOLD",
     "HOLD_TRACE",
     "HTTP_SCHEMES",
     "INTERNAL_ERROR",
@@ -156,14 +170,21 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "SHUTDOWN_MESSAGE",
     "SHUTTING_DOWN",
+    "SLOTS",
     "SLOTS_TRACE",
     "UNAVAILABLE_TRACE",
     "WAITING_TRACE",
+    "WINDOW",
     "Aborted",
     "AnthropicTranslator",
     "Attempt",
+    "AttemptEnd",
     "BlockStart",
     "BlockStop",
+    "Claim",
+    "ClaimCall",
+    "ClaimKind",
+    "ClaimRefusal",
     "Complete",
     "ConnectionClosed",
     "ContentBlock",
@@ -211,6 +232,7 @@ __all__ = [
     "Response",
     "Retry",
     "Retrying",
+    "Scalar",
     "Section",
     "ServerHandle",
     "SettingsError",

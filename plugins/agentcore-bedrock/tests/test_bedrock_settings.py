@@ -199,3 +199,19 @@ def test_a_chunk_carries_the_anthropic_event_in_base64() -> None:
     assert (name, json.loads(data)) == ("chunk", {"type": "ping"})
     payload = json.loads(raw[raw.index(b"{") : -4])
     assert base64.b64decode(payload["bytes"]) == b'{"type":"ping"}'
+
+
+async def test_a_cache_control_ttl_is_left_out(
+    bedrock_server: LoopbackServer, bedrock_kernel: Callable[..., Kernel]
+) -> None:
+    system = [{"type": "text", "text": "Be brief.",
+               "cache_control": {"type": "ephemeral", "ttl": "1h"}}]  # fmt: skip
+    bedrock_server.script(Scenario.text("ok"))
+    async with bedrock_kernel() as kernel:
+        request = Request(f"br:{MODEL}", [Message.user("hi")], extras={"system": system})
+        await kernel.complete(request)
+    (call,) = bedrock_server.calls
+    assert call.body["system"] == [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert system[0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}  # not the caller's

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Mapping
+from typing import Any
+
+from loguru import logger
 
 from agentcore.api import (
     ANTHROPIC_MEDIA_TYPES,
@@ -51,6 +54,7 @@ class BedrockWire(Wire):
         self.config = config
         self.unknown_stop = inference.unknown_stop
         self.xml = config.tool_mode == "xml"
+        self.ttl_dropped = False
         names = config.participants
         self.participants = Participants(names.user, names.assistant)
         session = aws_session(config.profile)
@@ -95,10 +99,33 @@ class BedrockWire(Wire):
         else:
             body = anthropic_request_body(request, model, stream=stream)
         body = {k: v for k, v in body.items() if k not in ("model", "stream")}
+        for key in request.extras:  # only a caller's extras can carry a cache_control
+            body[key] = self._without_ttl(body[key])
         body["anthropic_version"] = ANTHROPIC_VERSION
         if self.config.anthropic_beta:
             body["anthropic_beta"] = list(self.config.anthropic_beta)
         return HttpCall(path + ("/invoke-with-response-stream" if stream else "/invoke"), body)
+
+    def _without_ttl(self, value: Any) -> Any:
+        """`value` with every ``cache_control`` ``ttl`` left out: Bedrock refuses the whole
+        request for one, so it is dropped, and the log says so once per provider."""
+        if isinstance(value, list):
+            return [self._without_ttl(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        out = {k: self._without_ttl(v) for k, v in value.items()}
+        control = out.get("cache_control")
+        if isinstance(control, dict) and "ttl" in control:
+            out["cache_control"] = {k: v for k, v in control.items() if k != "ttl"}
+            if not self.ttl_dropped:
+                self.ttl_dropped = True
+                logger.warning(
+                    "provider {!r}: Bedrock takes no cache_control ttl ({!r}): left out, "
+                    "the default cache lifetime applies",
+                    self.name,
+                    control["ttl"],
+                )
+        return out
 
     def translator(self, request: Request, model: str) -> Translator:
         if not self.anthropic(model):

@@ -141,13 +141,20 @@ class BedrockWire(Wire):
         return self.signer.sign(url, body, headers)
 
 
+_TOTALLED = hasattr(AnthropicTranslator, "take_usage")
+"""Whether agentcore's Anthropic translator already states ``input_tokens`` as the total,
+cached tokens included (the spend work's `take_usage`); until it does, the Bedrock
+translators add them, so the count is the same either way and never added twice."""
+
+
 class InvokeTranslator(AnthropicTranslator):
     """An Anthropic reply through InvokeModel: input tokens counted with the cached ones."""
 
     __slots__ = ()
 
     def response(self, content: list[OutputBlock], stop: StopInfo) -> Response:
-        total_input(self.usage)
+        if not _TOTALLED:
+            total_input(self.usage)
         return super().response(content, stop)
 
 
@@ -155,5 +162,6 @@ class InvokeXmlTranslator(XmlTranslator):
     __slots__ = ()
 
     def response(self, content: list[OutputBlock], stop: StopInfo) -> Response:
-        total_input(self.usage)
+        if not _TOTALLED:
+            total_input(self.usage)
         return super().response(content, stop)

@@ -215,3 +215,10 @@ async def test_a_cache_control_ttl_is_left_out(
         {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
     ]
     assert system[0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}  # not the caller's
+
+
+def test_one_large_read_of_many_frames_is_read_whole() -> None:
+    delta = ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "w "}})
+    raw = encode_converse(delta) * 3000  # some 300 KB in one read: fed to botocore in slices
+    events = EventStreamDecoder().feed_tuples(raw)
+    assert len(events) == 3000 and {e[0] for e in events} == {"contentBlockDelta"}

@@ -19,6 +19,7 @@ from botocore.eventstream import EventStreamBuffer, ParserError
 from agentcore.api import EventTuple, fast_loads
 
 ERROR = "error"
+_SLICE = 16 * 1024
 _KNOWN_HEADERS = 256
 """How many distinct header blocks `_Buffer` remembers: a stream repeats a handful."""
 
@@ -59,24 +60,30 @@ class EventStreamDecoder:
     def feed_tuples(self, chunk: bytes) -> list[EventTuple]:
         if self._broken:
             return []
-        self._buffer.add_data(chunk)
         out: list[EventTuple] = []
         try:
-            for message in self._buffer:
-                headers: Any = message.headers
-                if headers.get(":message-type") == "event":
-                    name = headers.get(":event-type", "")
-                    text = message.payload.decode()
-                    if name == "chunk":
-                        text = a2b_base64(fast_loads(text)["bytes"]).decode()
-                    out.append((name, text, None))
-                else:
-                    out.append(_exception(headers, message.payload))
+            # botocore copies what is left of its buffer after each message: a large read
+            # goes in in slices, so that copy stays small (quadratic in one big read).
+            for start in range(0, len(chunk), _SLICE):
+                self._buffer.add_data(chunk[start : start + _SLICE])
+                self._read(out)
         except (ParserError, Base64Error, ValueError, KeyError, TypeError) as exc:
             self._broken = True
             why = f"{type(exc).__name__}: {exc}"
             out.append(error_tuple("api_error", f"an event-stream frame cannot be read ({why})"))
         return out
+
+    def _read(self, out: list[EventTuple]) -> None:
+        for message in self._buffer:
+            headers: Any = message.headers
+            if headers.get(":message-type") == "event":
+                name = headers.get(":event-type", "")
+                text = message.payload.decode()
+                if name == "chunk":
+                    text = a2b_base64(fast_loads(text)["bytes"]).decode()
+                out.append((name, text, None))
+            else:
+                out.append(_exception(headers, message.payload))
 
     def close_tuples(self) -> list[EventTuple]:
         return []

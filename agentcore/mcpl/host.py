@@ -42,7 +42,7 @@ from agentcore.mcpl.deadline import Deadline
 from agentcore.mcpl.environment import env_hint
 from agentcore.mcpl.limits import Limits
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
-from agentcore.mcpl.push import PushEvents
+from agentcore.mcpl.push import PushEvents, coalescing_leaves
 from agentcore.mcpl.reconnect import emit_state
 from agentcore.mcpl.transports import (
     ReconnectPolicy,
@@ -131,7 +131,9 @@ class McplHost:
     def _push_events(self, server: str) -> PushEvents:
         events = self._push.get(server)
         if events is None:
-            events = self._push[server] = PushEvents(self.kernel.hooks.push_event)
+            events = self._push[server] = PushEvents(
+                self.kernel.hooks.push_event, coalescing=coalescing_leaves(self.capabilities)
+            )
         events.limits = self._limits_of(server)  # a restart may have changed them
         return events
 

@@ -40,6 +40,7 @@ from agentcore.api import (
     encode_params,
     is_granted,
 )
+from agentcore_mcpl_context.events import Pending
 
 BEFORE_INFERENCE = "context/beforeInference"
 LIFECYCLE = "inference/lifecycle"
@@ -262,6 +263,17 @@ def authorize_injections(
             continue
         answer.injections.append(ContextInjection(position, content, namespace))
     return answer
+
+
+def event_blocks(event: Pending, media_types: frozenset[str]) -> tuple[InjectedBlock, ...]:
+    """A pending push event as blocks of the turn: a line saying where it came from, then
+    its §9.2 content (§10.3's blocks, kept as an injection's are)."""
+    head = TextBlock(
+        f"[MCPL push event from server {event.server}, feature set {event.feature_set}, "
+        f"at {event.timestamp}]"
+    )
+    blocks = _content_blocks(event.content, "payload", "beforeUser", media_types, [])
+    return (head, *(blocks or ()))
 
 
 def _content_blocks(

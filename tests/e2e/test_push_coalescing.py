@@ -1,0 +1,210 @@
+"""RFC-006 event coalescing and RFC-010's deprecation notice, end to end over stdio and
+WebSocket: a real host (`McplHost`, every default plugin, `[mcpl.context] push_events`
+on), a scripted server, the loopback provider. Push events wait for the host's next own
+turn (plugin `mcpl-context`); what that turn's request carries is asserted."""
+
+from __future__ import annotations
+
+import copy
+from contextlib import aclosing
+from typing import Any
+
+from e2e_rig import Rig, RigFactory
+from e2e_support import FULL_GRANT, MANIFEST, ServerScript
+
+from agentcore import hookimpl
+from agentcore.inference import Complete, HostTurn, Message, Request
+from agentcore.mcpl.protocol import PushEvent
+from agentcore.testing import Scenario
+
+INJECT = "contextHooks.beforeInference.inject.beforeUser"
+GRANT = [*FULL_GRANT, "pushEvents", INJECT]
+EVENTS_ON = {"mcpl": {"context": {"push_events": True}}}
+
+
+def manifest() -> dict[str, Any]:
+    m = copy.deepcopy(MANIFEST)
+    m["pushEvents"] = True
+    m["contextHooks"] = {"beforeInference": {"inject": {"beforeUser": True}}}
+    m["featureSets"]["doc"] = {"description": "a live document", "uses": ["pushEvents"]}
+    m["featureSets"]["other"] = {"description": "another subject space", "uses": ["pushEvents"]}
+    m["featureSets"]["recall"] = {"description": "injects", "uses": [INJECT]}
+    return m
+
+
+def push(event_id: str, text: str, feature_set: str = "doc", **coalesce: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "featureSet": feature_set,
+        "eventId": event_id,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "payload": {"content": [{"type": "text", "text": text}] if text else []},
+    }
+    if coalesce:
+        params["coalesce"] = coalesce
+    return params
+
+
+class Seen:
+    """An observer of `on_push_event` that answers nothing (the inbox answers after it)."""
+
+    def __init__(self) -> None:
+        self.events: list[PushEvent] = []
+
+    @hookimpl(tryfirst=True)
+    def on_push_event(self, event: PushEvent) -> None:
+        self.events.append(event)
+
+
+async def start(rig: RigFactory, hook: Any = None, **kwargs: Any) -> Rig:
+    return await rig(
+        {"srv": ServerScript(manifest=manifest(), hook=hook)},
+        grants={"srv": GRANT},
+        extra=kwargs.pop("extra", EVENTS_ON),
+        **kwargs,
+    )
+
+
+async def turn(r: Rig, index: int = 0) -> str:
+    """Run one host turn; the text of every message the provider received for it."""
+    r.provider.script(Scenario.text("ok"))
+    request = Request("a:claude-e2e", [Message.user("go")], turn=HostTurn("conv", index, "go"))
+    async with aclosing(r.kernel.stream(request)) as events:
+        seen = [event async for event in events]
+    assert isinstance(seen[-1], Complete), seen[-1]
+    return str(r.provider.calls[-1].body["messages"])
+
+
+async def outcome(r: Rig, params: dict[str, Any]) -> Any:
+    answer = await r.server.call("push/event", params)
+    assert answer.result["accepted"] is True, answer.result
+    return answer.result.get("coalesce", {}).get("outcome")
+
+
+async def test_the_host_advertises_push_events_and_coalescing(rig: RigFactory) -> None:
+    r = await start(rig)
+    assert r.server.initialize is not None
+    mcpl = r.server.initialize["capabilities"]["experimental"]["mcpl"]
+    assert mcpl["pushEvents"] is True
+    assert mcpl["eventCoalescing"] == {
+        "pushEvents": True,
+        "channelsIncoming": False,
+        "deferred": False,
+        "channelScopedPush": False,
+        "retryWindowMs": 3_600_000,
+    }
+
+
+async def test_without_the_setting_nothing_is_advertised_or_accepted(rig: RigFactory) -> None:
+    r = await start(rig, extra={})
+    assert r.server.initialize is not None
+    mcpl = r.server.initialize["capabilities"]["experimental"]["mcpl"]
+    assert "pushEvents" not in mcpl and "eventCoalescing" not in mcpl
+    answer = await r.server.call("push/event", push("a", "HELLO", key="K"))
+    assert answer.result["accepted"] is False and "coalesce" not in answer.result
+
+
+async def test_a_burst_reaches_the_turn_coalesced(rig: RigFactory) -> None:
+    seen = Seen()
+    r = await start(rig, plugins={"seen": seen})
+    # RFC-006 §14 vectors 1, 6, 9: one subject edited three times, others beside it.
+    assert await outcome(r, push("c", "CREATE", key="K", initial=True)) == "first"
+    for n in (1, 2, 3):
+        assert await outcome(r, push(f"e{n}", f"EDIT_{n}", key="K")) == "replaced"
+    assert await outcome(r, push("o", "OTHER_FS", "other", key="K", initial=True)) == "first"
+    assert await outcome(r, push("u", "UNTRACKED", key="U")) == "appended"  # vector 1a
+    assert await outcome(r, push("plain", "ORDINARY")) is None
+    [create, *_] = seen.events
+    assert create.coalesce is not None and create.coalesce.initial
+    assert [e.coalesce.key if e.coalesce else None for e in seen.events] == [
+        *"KKKKKU",
+        None,
+    ]
+    text = await turn(r)
+    for kept in ("EDIT_3", "OTHER_FS", "UNTRACKED", "ORDINARY"):
+        assert text.count(kept) == 1, (kept, text)
+    for gone in ("CREATE", "EDIT_1", "EDIT_2"):
+        assert gone not in text
+    # Consumed at assembly (vector 3): the next edit appends; the turn after holds it alone.
+    assert await outcome(r, push("e4", "EDIT_4", key="K")) == "appended"
+    text = await turn(r, 1)
+    assert "EDIT_4" in text and "EDIT_3" not in text
+
+
+async def test_retraction_decides_on_the_subjects_history(rig: RigFactory) -> None:
+    r = await start(rig)
+    # Vector 28: never consumed → retracted, nothing reaches the model.
+    await outcome(r, push("a1", "UNREAD", key="A", initial=True))
+    assert await outcome(r, push("a2", "A_DELETED", key="A", retract=True)) == "retracted"
+    # Vector 29: read original → unread edit → delete: the notice lands, the edit does not.
+    await outcome(r, push("b1", "READ_ORIGINAL", key="B", initial=True))
+    await turn(r)
+    assert await outcome(r, push("b2", "UNREAD_EDIT", key="B")) == "appended"
+    assert await outcome(r, push("b3", "B_DELETED", key="B", retract=True)) == "noted"
+    # Vector 30: consumed, pure withdrawal → consumed, nothing appended.
+    await outcome(r, push("c1", "C_ORIGINAL", key="C", initial=True))
+    # Vector 32: a subject never seen → noted.
+    assert await outcome(r, push("d1", "D_DELETED", key="D", retract=True)) == "noted"
+    text = await turn(r, 1)
+    assert await outcome(r, push("c2", "", key="C", retract=True)) == "consumed"
+    assert "B_DELETED" in text and "D_DELETED" in text and "C_ORIGINAL" in text
+    for gone in ("UNREAD", "A_DELETED", "UNREAD_EDIT"):
+        assert gone not in text
+    assert "C_ORIGINAL" not in await turn(r, 2)
+
+
+async def test_a_retry_gets_the_first_answer_and_one_effect(rig: RigFactory) -> None:
+    r = await start(rig)  # vector 35
+    first = await r.server.call("push/event", push("x", "ONCE", key="K", initial=True))
+    again = await r.server.call("push/event", push("x", "ONCE", key="K", initial=True))
+    assert again.result == first.result == {"accepted": True, "coalesce": {"outcome": "first"}}
+    assert (await turn(r)).count("ONCE") == 1
+
+
+async def test_malformed_coalesce_is_refused_and_touches_nothing(rig: RigFactory) -> None:
+    r = await start(rig)
+    await outcome(r, push("a", "KEPT", key="K", initial=True))
+    cases = [
+        ({"key": "k" * 257}, "coalesce.key"),  # vector 38
+        ({"key": "K", "channelId": "chat"}, "coalesce.channelId"),  # vector 15
+        ({"key": "K", "deferred": True}, "coalesce.deferred"),  # not advertised
+        ({"key": "K", "retract": True, "initial": True}, "coalesce.retract"),
+        ({"key": "K", "data": {"x": 1}}, "coalesce.data"),
+        ({"key": "K", "initial": "yes"}, "coalesce.initial"),
+    ]
+    for n, (coalesce, field) in enumerate(cases):
+        params = push(f"bad{n}", "REFUSED") | {"coalesce": coalesce}
+        error = (await r.server.call("push/event", params)).error
+        assert error["code"] == -32602 and error["data"]["field"] == field, error
+    text = await turn(r)
+    assert "KEPT" in text and "REFUSED" not in text
+
+
+def injecting(session: Any, params: dict[str, Any]) -> Any:
+    async def answer() -> dict[str, Any]:
+        return {
+            "result": {
+                "featureSet": "recall",
+                "contextInjections": [
+                    {"namespace": "m", "position": "beforeUser", "content": "RECALLED"}
+                ],
+            }
+        }
+
+    return answer()
+
+
+async def test_injections_still_apply_with_one_deprecation_notice_per_connection(
+    rig: RigFactory, log_lines: list[str]
+) -> None:
+    r = await start(rig, hook=injecting, extra={})
+    for index in range(3):
+        assert "RECALLED" in await turn(r, index)  # RFC-010 §4.1: still applied
+    [trace] = r.traces.of("mcpl:deprecated")
+    assert {k: v for k, v in trace.items() if k != "timestamp"} == {
+        "type": "mcpl:deprecated",
+        "serverId": "srv",
+        "mechanism": "contextInjections",
+        "rfc": "RFC-010",
+    }
+    warnings = [line for line in log_lines if "RFC-010" in line]
+    assert len(warnings) == 1 and "srv" in warnings[0], warnings

@@ -6,7 +6,7 @@ sees it: the method's capability is granted (-32002), and with `stream: true` al
 `inferenceRequest.streaming`; for a method that carries a `featureSet` (§6.5) the set
 is declared (-32003), enabled (-32001), and its `uses` covers what the request
 exercises (-32001, `reason: "declaration_mismatch"`, §6.4); and an `inference/request`
-that arrives while a host→server `context/*` request is pending is refused (-32603,
+that arrives while a host→server `context/*` request is pending is refused (-32600,
 `reason: "context_hook"`, §10.7).
 """
 
@@ -24,8 +24,8 @@ from agentcore.mcpl.methods import FEATURE_SET_METHODS, INBOUND_CAPABILITY, OUTB
 from agentcore.mcpl.policy import Policy
 from agentcore.mcpl.protocol import (
     FEATURE_SET_NOT_ENABLED,
-    INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     UNKNOWN_FEATURE_SET,
     McplError,
 )
@@ -112,8 +112,9 @@ class Gate:
         if method in FEATURE_SET_METHODS:
             self._check_feature_set(params.get("featureSet"), exercised)
         if method == "inference/request" and self.hooks_pending:
+            # §10.7 names no code; MCPL's RFC-006 vector 26 expects -32600 for it.
             raise McplError(
-                INTERNAL_ERROR,
+                INVALID_REQUEST,
                 "inference/request refused: it arrived while this host's context hook "
                 "request to the server was pending, and context hooks must not trigger "
                 "inference (SPEC §10.7)",

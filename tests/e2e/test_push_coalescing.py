@@ -1,5 +1,5 @@
 """RFC-006 event coalescing and RFC-010's deprecation notice, end to end over stdio and
-WebSocket: a real host (`McplHost`, every default plugin, `[mcpl.context] push_events`
+WebSocket: a real host (`McplHost`, every default plugin, `[mcpl.events] enabled`
 on), a scripted server, the loopback provider. Push events wait for the host's next own
 turn (plugin `mcpl-context`); what that turn's request carries is asserted."""
 
@@ -19,7 +19,7 @@ from agentcore.testing import Scenario
 
 INJECT = "contextHooks.beforeInference.inject.beforeUser"
 GRANT = [*FULL_GRANT, "pushEvents", INJECT]
-EVENTS_ON = {"mcpl": {"context": {"push_events": True}}}
+EVENTS_ON = {"mcpl": {"events": {"enabled": True}}}
 
 
 def manifest() -> dict[str, Any]:

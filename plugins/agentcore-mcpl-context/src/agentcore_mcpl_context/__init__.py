@@ -18,13 +18,12 @@ checks every host owes are in `agentcore_mcpl_context.wire`.
   servers in the same sessions only (a server that joins, or reconnects, mid-turn
   gets nothing for it). `model` only with `modelInfo` granted; `usage` only with
   ``completed``; never content. Sent without making the turn wait.
-- RFC-010: injections are deprecated but still applied; the first time a connection's
-  authorized injections are applied, the operator is told once (a log warning and one
-  ``mcpl:deprecated`` trace naming the server). `observe` is not deprecated.
-- With ``[mcpl.context] push_events = true``: accepted `push/event`s (§9) wait in an
-  inbox (`agentcore_mcpl_context.events`) and go into the next host turn, coalesced as
-  RFC-006 says (plain replacement and retraction); the plugin then advertises
-  `pushEvents` and `eventCoalescing`.
+- RFC-010 deprecates injections; they are still applied, and the first time a connection
+  has authorized injections applied the operator is told once: a log warning and one
+  ``mcpl:deprecated`` trace naming the server. `observe` is not deprecated.
+
+The package's second plugin, ``mcpl-events`` (`agentcore_mcpl_context.events_plugin`),
+puts push events into the same turns.
 """
 
 from __future__ import annotations
@@ -40,8 +39,6 @@ from agentcore.api import (
     Injection,
     McplError,
     PluginContext,
-    PushAnswer,
-    PushEvent,
     Section,
     ServerHandle,
     SettingsSection,
@@ -49,7 +46,6 @@ from agentcore.api import (
     hookimpl,
     is_granted,
 )
-from agentcore_mcpl_context.events import Inbox
 from agentcore_mcpl_context.wire import (
     INFERENCE_LIFECYCLE,
     LIFECYCLE,
@@ -57,15 +53,12 @@ from agentcore_mcpl_context.wire import (
     HookAnswer,
     before_inference,
     before_inference_params,
-    event_blocks,
     lifecycle_params,
     may_observe,
     takes_hooks,
 )
 
 DEFAULT_HOOK_TIMEOUT_S = 5.0  # SPEC §10.6's recommendation
-RETRY_WINDOW_MS = 3_600_000  # RFC-006 §3.1's floor, which the host's dedup keeps
-INBOX_FULL = "the host's queue of push events waiting for its next turn is full"
 
 
 class ContextSettings(Section):
@@ -74,16 +67,6 @@ class ContextSettings(Section):
     hook_timeout_s: float = Field(default=DEFAULT_HOOK_TIMEOUT_S, gt=0)
     """How long one server's `context/beforeInference` may take before the turn goes
     on without it."""
-    push_events: bool = False
-    """Accept `push/event`s into the host's next own turn, coalesced per RFC-006, and
-    advertise `pushEvents` and `eventCoalescing`. Off: no plugin of this package answers
-    push events (the host refuses them with a reason, as before)."""
-    max_pending_events: int = Field(default=1000, ge=1)
-    """Accepted events waiting for the next host turn, at most; past it an event is
-    refused (``accepted: false``) until a turn takes them."""
-    max_subjects: int = Field(default=10_000, ge=1)
-    """RFC-006 subjects tracked at most; past it the least recently used one without a
-    pending occurrence is forgotten (its history becomes `unknown`, RFC-006 §3.3)."""
 
 
 class McplContext:
@@ -93,7 +76,6 @@ class McplContext:
         self._context: PluginContext[ContextSettings] | None = None
         self._started: dict[str, list[tuple[ServerHandle, int]]] = {}
         """inferenceId -> the servers (and their session) that were sent ``started``."""
-        self._inbox = Inbox()
         self._warned: set[tuple[str, int]] = set()
         """(server, session) told of RFC-010's deprecation: once per connection."""
 
@@ -104,50 +86,11 @@ class McplContext:
     @hookimpl
     def agentcore_start(self, context: PluginContext[ContextSettings]) -> None:
         self._context = context
-        settings = context.settings
-        self._inbox = Inbox(settings.max_pending_events, settings.max_subjects)
-
-    @property
-    def _events_on(self) -> bool:
-        return self._context is not None and self._context.settings.push_events
 
     @hookimpl
     def agentcore_mcpl_capabilities(self) -> dict[str, Any]:
         """What the host advertises because this plugin runs (§5.2)."""
-        capabilities: dict[str, Any] = {
-            "contextHooks": {"beforeInference": True},
-            INFERENCE_LIFECYCLE: True,
-        }
-        if self._events_on:
-            capabilities["pushEvents"] = True
-            # RFC-006 §10: a top-level member; only the leaves this plugin implements.
-            capabilities["eventCoalescing"] = {
-                "pushEvents": True,
-                "channelsIncoming": False,
-                "deferred": False,
-                "channelScopedPush": False,
-                "retryWindowMs": RETRY_WINDOW_MS,
-            }
-        return capabilities
-
-    # -- push/event into the host's turns (§9, RFC-006) ------------------------------
-
-    @hookimpl(trylast=True)
-    def on_push_event(self, event: PushEvent) -> PushAnswer | None:
-        """Accept the event for the next host turn (after any plugin that answers first)."""
-        if not self._events_on:
-            return None
-        if self._inbox.full:
-            return PushAnswer(accepted=False, reason=INBOX_FULL)
-        return PushAnswer(accepted=True, coalesce=self._inbox.admit(event))
-
-    def _event_injections(self, inference: Inference) -> list[Injection]:
-        """What the inbox holds, consumed by this turn's assembly (RFC-006 §3.3)."""
-        media_types = self._ctx.media_types(inference.request.model)
-        return [
-            Injection("beforeUser", event_blocks(p, media_types), p.server)
-            for p in self._inbox.consume()
-        ]
+        return {"contextHooks": {"beforeInference": True}, INFERENCE_LIFECYCLE: True}
 
     @property
     def _ctx(self) -> PluginContext[ContextSettings]:
@@ -168,10 +111,9 @@ class McplContext:
         turn = inference.request.turn
         if turn is None:
             return []
-        events = self._event_injections(inference) if self._events_on else []
         servers = [s for s in self._ctx.mcpl_servers() if s.ready and takes_hooks(s.grant)]
         if not servers:
-            return events
+            return []
         model = self._model(inference)
         ids = (inference.id, turn.conversation_id, turn.turn_index)
         # §10.1: the user's text only to a server granted observe; null to the rest.
@@ -185,34 +127,12 @@ class McplContext:
         answers = await before_inference(
             asks, self._timeout_s, self._ctx.media_types(inference.request.model), trace
         )
-        injections: list[Injection] = events
+        injections: list[Injection] = []
         for server, answer in zip(servers, answers, strict=True):  # settings order (§10.8)
-            if answer.injections:
-                self._deprecated(server)
             injections.extend(
                 Injection(i.position, i.content, server.name) for i in answer.injections
             )
         return injections
-
-    def _deprecated(self, server: ServerHandle) -> None:
-        """RFC-010 §4.1: applied injections still work; the operator hears once per
-        connection that the server uses a deprecated mechanism."""
-        connection = (server.name, server.sessions)
-        if connection in self._warned:
-            return
-        self._warned.add(connection)
-        logger.warning(
-            "mcpl server {}: returned context injections, which MCPL deprecates (RFC-010) "
-            "and removes in 0.6; applied for now. Push events (RFC-006), channels or tools "
-            "replace them.",
-            server.name,
-        )
-        self._ctx.emit_now(
-            "mcpl:deprecated",
-            serverId=server.name,
-            mechanism="contextInjections",
-            rfc="RFC-010",
-        )
 
     def _trace(self, server: ServerHandle, inference: Inference, answer: HookAnswer) -> None:
         fields: dict[str, Any] = {
@@ -229,6 +149,25 @@ class McplContext:
         if answer.error is not None:
             fields["error"] = answer.error
         self._ctx.emit_now("mcpl:context_hook", **fields)
+        if answer.injections:
+            self._deprecated(server)
+
+    def _deprecated(self, server: ServerHandle) -> None:
+        """RFC-010 §4.1: authorized injections are still applied; the operator hears once
+        per connection that the server uses a deprecated mechanism."""
+        connection = (server.name, server.sessions)
+        if connection in self._warned:
+            return
+        self._warned.add(connection)
+        logger.warning(
+            "mcpl server {}: returned context injections, which MCPL deprecates (RFC-010) "
+            "and removes in 0.6; applied for now. Push events (RFC-006), channels or tools "
+            "replace them.",
+            server.name,
+        )
+        self._ctx.emit_now(
+            "mcpl:deprecated", serverId=server.name, mechanism="contextInjections", rfc="RFC-010"
+        )
 
     # -- inference/lifecycle (§10.5) ---------------------------------------------------
 

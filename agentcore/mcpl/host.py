@@ -39,6 +39,7 @@ from agentcore.mcpl.bounded import BoundedPeer
 from agentcore.mcpl.compat import STATE_REASONS
 from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
 from agentcore.mcpl.deadline import Deadline
+from agentcore.mcpl.endpoint import resolve
 from agentcore.mcpl.environment import env_hint
 from agentcore.mcpl.limits import Limits
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
@@ -82,7 +83,9 @@ def transport_factory(name: str, config: McplServerSettings) -> TransportFactory
             shutdown_grace_s=config.shutdown_grace_s,
         )
     assert config.url is not None
-    return websocket_factory(name, config.url, max_frame_bytes=config.max_frame_bytes)
+    # §18: an mcpl:// URI dials the wss:// it resolves to; ws:// and wss:// as written.
+    url = resolve(config.url).resolved
+    return websocket_factory(name, url, max_frame_bytes=config.max_frame_bytes)
 
 
 def reconnect_policy(config: McplServerSettings) -> ReconnectPolicy | None:

@@ -40,7 +40,7 @@ class Gate:
         self._allowed: set[str] = set()  # outbound methods allowed under `_allowed_at`
         self._allowed_at = policy.revision
         self._undeclared_warned: set[tuple[str, str]] = set()
-        self.hooks_pending = 0  # host→server context/* requests not yet answered
+        self.hooks_pending = 0  # host→server context/* and push/render not yet answered
 
     # -- outbound (§5.4) -------------------------------------------------------------
 
@@ -61,7 +61,8 @@ class Gate:
         self._allowed.add(method)
 
     def hook_sent(self, answered: asyncio.Future[Any]) -> None:
-        """A `context/*` request went out: the §10.7 window is open until it resolves."""
+        """A `context/*` or `push/render` request went out: the §10.7 window is open until
+        it resolves (RFC-006 §5.3: a server rendering must not request inference either)."""
         self.hooks_pending += 1
         # Runs when the response resolves the future, before the task of any request
         # read after that response (see jsonrpc), so a request the server sends after
@@ -115,9 +116,9 @@ class Gate:
             # §10.7 names no code; MCPL's RFC-006 vector 26 expects -32600 for it.
             raise McplError(
                 INVALID_REQUEST,
-                "inference/request refused: it arrived while this host's context hook "
-                "request to the server was pending, and context hooks must not trigger "
-                "inference (SPEC §10.7)",
+                "inference/request refused: it arrived while this host's context hook or "
+                "push/render request to the server was pending, and neither may trigger "
+                "inference (SPEC §10.7, RFC-006 §5.3)",
                 {"reason": "context_hook"},
             )
         return params

@@ -56,8 +56,9 @@ class Seen:
 
 
 async def start(rig: RigFactory, hook: Any = None, **kwargs: Any) -> Rig:
+    handlers = kwargs.pop("handlers", {})
     return await rig(
-        {"srv": ServerScript(manifest=manifest(), hook=hook)},
+        {"srv": ServerScript(manifest=manifest(), hook=hook, handlers=handlers)},
         grants={"srv": GRANT},
         extra=kwargs.pop("extra", EVENTS_ON),
         **kwargs,
@@ -88,7 +89,7 @@ async def test_the_host_advertises_push_events_and_coalescing(rig: RigFactory) -
     assert mcpl["eventCoalescing"] == {
         "pushEvents": True,
         "channelsIncoming": False,
-        "deferred": False,
+        "deferred": True,
         "channelScopedPush": False,
         "retryWindowMs": 3_600_000,
     }
@@ -166,7 +167,7 @@ async def test_malformed_coalesce_is_refused_and_touches_nothing(rig: RigFactory
     cases = [
         ({"key": "k" * 257}, "coalesce.key"),  # vector 38
         ({"key": "K", "channelId": "chat"}, "coalesce.channelId"),  # vector 15
-        ({"key": "K", "deferred": True}, "coalesce.deferred"),  # not advertised
+        ({"key": "K", "data": "x" * 5000, "deferred": True}, "coalesce.data"),  # over 4 KiB
         ({"key": "K", "retract": True, "initial": True}, "coalesce.retract"),
         ({"key": "K", "data": {"x": 1}}, "coalesce.data"),
         ({"key": "K", "initial": "yes"}, "coalesce.initial"),
@@ -177,6 +178,55 @@ async def test_malformed_coalesce_is_refused_and_touches_nothing(rig: RigFactory
         assert error["code"] == -32602 and error["data"]["field"] == field, error
     text = await turn(r)
     assert "KEPT" in text and "REFUSED" not in text
+
+
+async def test_a_burst_of_notices_is_rendered_once_and_its_data_stays_private(
+    rig: RigFactory,
+) -> None:
+    renders: list[dict[str, Any]] = []
+
+    async def render(session: Any, params: dict[str, Any]) -> dict[str, Any]:
+        renders.append(params)
+        folded = ", ".join(n["data"]["typed"] for n in params["notices"])
+        return {"result": {"content": [{"type": "text", "text": f"TYPED {folded}"}]}}
+
+    r = await start(rig, handlers={"push/render": render})
+    outcomes = [
+        await outcome(r, push(f"n{i}", "FALLBACK", key="D", deferred=True, data={"typed": w}))
+        for i, w in enumerate(["cat", "cater", "caterpillar"])
+    ]
+    assert outcomes == ["first", "replaced", "replaced"]  # RFC-006 §5.1: one batch
+    text = await turn(r)
+    [params] = renders  # vectors 16, 17: one push/render, notices oldest first
+    assert params["eventId"] == "n2" and params["dropped"] == 0
+    assert [n["eventId"] for n in params["notices"]] == ["n0", "n1", "n2"]
+    assert "TYPED cat, cater, caterpillar" in text and "FALLBACK" not in text
+    assert '"typed"' not in text  # notice data is never shown to a model
+    [trace] = r.traces.of("mcpl:push_render")
+    assert (trace["outcome"], trace["notices"], trace["key"]) == ("rendered", 3, "D")
+    # Vector 18: rendered content is history; the next turn renders nothing new.
+    assert await outcome(r, push("n3", "FALLBACK_2", key="D", deferred=True)) == "first"
+
+
+async def test_a_failed_render_puts_the_fallback_in_and_render_may_not_infer(
+    rig: RigFactory,
+) -> None:
+    refused: list[dict[str, Any]] = []
+
+    async def render(session: Any, params: dict[str, Any]) -> dict[str, Any]:
+        answer = await session.infer(
+            {"featureSet": "fs.plain", "messages": [{"role": "user", "content": "hi"}]}
+        )
+        refused.append(answer.error)
+        return {"error": {"code": -32603, "message": "cannot render"}}
+
+    r = await start(rig, handlers={"push/render": render})
+    await outcome(r, push("n0", "SEE_THE_DOC", key="D", deferred=True))
+    assert "SEE_THE_DOC" in await turn(r)  # RFC-006 §5.3
+    [error] = refused  # §10.7 applied to push/render (RFC-006 §5.3, vector 26)
+    assert error["code"] == -32600 and error["data"] == {"reason": "context_hook"}
+    [trace] = r.traces.of("mcpl:push_render")
+    assert trace["outcome"] == "fallback" and "-32603" in trace["error"]
 
 
 def injecting(session: Any, params: dict[str, Any]) -> Any:

@@ -265,14 +265,17 @@ def authorize_injections(
     return answer
 
 
-def event_blocks(event: Pending, media_types: frozenset[str]) -> tuple[InjectedBlock, ...]:
-    """A pending push event as blocks of the turn: a line saying where it came from, then
-    its §9.2 content (§10.3's blocks, kept as an injection's are)."""
+def event_blocks(
+    event: Pending, content: list[Any], media_types: frozenset[str]
+) -> tuple[InjectedBlock, ...]:
+    """A push event's `content` (its own, or its batch's rendering or fallback) as blocks
+    of the turn: a line saying where it came from, then §10.3's blocks, kept as an
+    injection's are (RFC-006 §5.2: rendered content is checked as pushed content is)."""
     head = TextBlock(
         f"[MCPL push event from server {event.server}, feature set {event.feature_set}, "
         f"at {event.timestamp}]"
     )
-    blocks = _content_blocks(event.content, "payload", "beforeUser", media_types, [])
+    blocks = _content_blocks(content, "payload", "beforeUser", media_types, [])
     return (head, *(blocks or ()))
 
 

@@ -160,6 +160,9 @@ class McplHost:
         the others nor a shutdown (cancelling this closes the ones not yet ready).
         """
         self._configs = dict(self.kernel.settings.mcpl.servers)
+        # Asked again: `agentcore serve` makes the host before the kernel starts, and a
+        # plugin may answer from its settings, which it gets at `agentcore_start`.
+        self.capabilities = host_capabilities(self.kernel.hooks.mcpl_capabilities())
         async with asyncio.TaskGroup() as group:
             for name, config in self._configs.items():
                 group.create_task(self._start_one(name, config), name=f"mcpl-start:{name}")

@@ -102,7 +102,8 @@ def read_coalesce(raw: object, leaves: frozenset[str]) -> Coalesce:
     if "data" in raw:
         if not flags["deferred"]:
             raise _bad_coalesce("coalesce.data", "is allowed on deferred notices only")
-        if len(json.dumps(raw["data"], separators=(",", ":"))) > MAX_DATA_BYTES:
+        serialized = json.dumps(raw["data"], separators=(",", ":"), ensure_ascii=False)
+        if len(serialized.encode("utf-8", "surrogatepass")) > MAX_DATA_BYTES:
             raise _bad_coalesce("coalesce.data", f"is over {MAX_DATA_BYTES} bytes serialized")
     # §3.2, §13: a leaf the host does not advertise is refused, never silently appended.
     if "channelId" in raw and "channelScopedPush" not in leaves:

@@ -5,17 +5,21 @@ turn (plugin `mcpl-context`); what that turn's request carries is asserted."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import signal
+from collections.abc import Callable
 from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
-from e2e_rig import Rig, RigFactory
-from e2e_support import FULL_GRANT, MANIFEST, ServerScript
+from e2e_rig import PROVIDERS, Rig, RigFactory, settings_sections
+from e2e_support import FULL_GRANT, MANIFEST, TIMEOUT_S, Hub, ServerScript, finish, serve
 
 from agentcore import hookimpl
 from agentcore.inference import Complete, HostTurn, Message, Request
 from agentcore.mcpl.protocol import PushEvent
-from agentcore.testing import Scenario
+from agentcore.testing import LoopbackServer, Scenario
 
 INJECT = "contextHooks.beforeInference.inject.beforeUser"
 GRANT = [*FULL_GRANT, "pushEvents", INJECT]
@@ -129,6 +133,45 @@ async def test_a_burst_reaches_the_turn_coalesced(rig: RigFactory) -> None:
     assert await outcome(r, push("e4", "EDIT_4", key="K")) == "appended"
     text = await turn(r, 1)
     assert "EDIT_4" in text and "EDIT_3" not in text
+
+
+async def test_a_burst_through_agentcore_serve_is_coalesced(
+    hub: Hub, loopback_provider: LoopbackServer, loopback_settings: Callable[..., Path]
+) -> None:
+    """The real `agentcore serve` process: what its `mcpl-events` answers (`on_push_event`)
+    to a burst, as RFC-006 §7 reports it. (A host turn is run by an embedding application
+    or `agentcore infer`, never by `serve` alone: the other tests here run them.)"""
+    hub.scripts["srv"] = ServerScript(manifest=manifest())
+    sections = settings_sections(hub, {"srv": hub.config("srv", GRANT)}, extra=EVENTS_ON)
+    process = await serve(loopback_settings(PROVIDERS, sections=sections))
+    try:
+        session = await hub.next_session()
+        await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+        assert session.initialize is not None
+        assert "eventCoalescing" in session.initialize["capabilities"]["experimental"]["mcpl"]
+        burst = [
+            push("c", "CREATE", key="K", initial=True),
+            *(push(f"e{n}", f"EDIT_{n}", key="K") for n in (1, 2, 3)),
+            push("n1", "FALLBACK", key="D", deferred=True),
+            push("n2", "FALLBACK", key="D", deferred=True),
+            push("z", "GONE", key="K", retract=True),
+            push("c", "CREATE", key="K", initial=True),  # a retry: its first answer
+        ]
+        answers = [(await session.call("push/event", params)).result for params in burst]
+        process.send_signal(signal.SIGTERM)
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    assert [a["coalesce"]["outcome"] for a in answers] == [
+        *["first", "replaced", "replaced", "replaced"],
+        *["first", "replaced"],
+        "retracted",  # K's unread edit withdrawn: it was never consumed (history none)
+        "first",
+    ]
+    assert all(a["accepted"] for a in answers)
 
 
 async def test_retraction_decides_on_the_subjects_history(rig: RigFactory) -> None:

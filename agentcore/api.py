@@ -83,6 +83,11 @@ from agentcore.inference.turns import (
     TurnEnding,
 )
 from agentcore.markers import hookimpl
+from agentcore.mcpl.bulk import BulkReference
+from agentcore.mcpl.bulk import is_reference as is_bulk_reference
+from agentcore.mcpl.bulk import read_reference as read_bulk_reference
+from agentcore.mcpl.bulk import withheld as withheld_block
+from agentcore.mcpl.bulk_fetch import BulkFetcher, Fetched
 from agentcore.mcpl.grants import is_granted
 from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
 from agentcore.mcpl.protocol import (
@@ -102,6 +107,7 @@ from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, Setting
 from agentcore.providers.base import Provider
 from agentcore.redaction import StreamRedactor, redact, redact_log, redact_value, register_secret
 from agentcore.settings import (
+    BulkSettings,
     HttpUrl,
     InferenceSettings,
     ModelReference,
@@ -144,6 +150,9 @@ __all__ = [
     "Attempt",
     "BlockStart",
     "BlockStop",
+    "BulkFetcher",
+    "BulkReference",
+    "BulkSettings",
     "Coalesce",
     "CoalesceOutcome",
     "CoalesceResult",
@@ -153,6 +162,7 @@ __all__ = [
     "Decision",
     "EncodedParams",
     "Failed",
+    "Fetched",
     "FleetStore",
     "FleetUnavailable",
     "GiveUp",
@@ -218,9 +228,11 @@ __all__ = [
     "encode_params",
     "failure_message",
     "hookimpl",
+    "is_bulk_reference",
     "is_granted",
     "payload",
     "poll_s",
+    "read_bulk_reference",
     "redact",
     "redact_log",
     "redact_value",
@@ -232,4 +244,5 @@ __all__ = [
     "unavailable_fields",
     "url_problem",
     "wait_for_change",
+    "withheld_block",
 ]

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from agentcore.model_info import ModelInfo
     from agentcore.providers import ProviderFactory
     from agentcore.settings import InferenceSettings, LoadedSettings
+    from agentcore.settings_mcpl import BulkSettings
 
 GROUP = "agentcore.plugins"
 DEFAULTS_GROUP = "agentcore.defaults"
@@ -509,6 +510,7 @@ class PluginContext(Generic[SettingsT]):
         media_types: Callable[[str], frozenset[str]],
         mcpl_servers: Callable[[], Sequence[ServerHandle]],
         fleet: Callable[[], FleetStore],
+        bulk: BulkSettings | None = None,
     ) -> None:
         self.name = name
         self.settings: SettingsT = settings
@@ -527,6 +529,13 @@ class PluginContext(Generic[SettingsT]):
         self._media_types = media_types
         self._mcpl_servers = mcpl_servers
         self._fleet = fleet
+        if bulk is None:
+            from agentcore.settings_mcpl import BulkSettings
+
+            bulk = BulkSettings()
+        self.bulk: BulkSettings = bulk
+        """The kernel's ``[mcpl.bulk]`` section (a copy): whether and how a §19 bulk
+        content reference a server sends may be fetched (`agentcore.api.BulkFetcher`)."""
 
     @property
     def stopping(self) -> asyncio.Event:

@@ -65,6 +65,7 @@ from agentcore.settings_fields import model_reference_problem as model_reference
 from agentcore.settings_fields import provider_problem as provider_problem
 from agentcore.settings_file import SettingsError as SettingsError
 from agentcore.settings_file import read_toml as read_toml
+from agentcore.settings_mcpl import BulkSettings as BulkSettings
 from agentcore.settings_mcpl import McplServerSettings as McplServerSettings
 from agentcore.settings_mcpl import McplSettings as McplSettings
 from agentcore.urls import HttpUrl as HttpUrl

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agentcore.mcpl.bulk import BulkReference
+
 # JSON-RPC 2.0
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -151,6 +153,13 @@ class PushEvent:
     coalesce: Coalesce | None = None
     """RFC-006's member, checked; None without one, or when no plugin of this host
     advertises `eventCoalescing` (an older host ignores the member, RFC-006 §8)."""
+    content: tuple[Any, ...] = ()
+    """`payload.content` as it may reach a model (§19, before any wake assembly): each
+    bulk reference as a text block holding its stub (no URI, no payload), inline data
+    that must be withheld left out. A plugin that puts the event before a model uses
+    this, never `payload` itself."""
+    references: tuple[BulkReference, ...] = ()
+    """The host-private records of its bulk references (§19), for `BulkFetcher`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcore._constants import PUSH_DEDUP_WINDOW_S
+from agentcore.mcpl.bulk import model_content
 from agentcore.mcpl.limits import DEFAULT_LIMITS, Limits
 from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
@@ -149,6 +150,8 @@ def read_event(
     coalesce = None
     if "pushEvents" in coalescing and "coalesce" in params:
         coalesce = read_coalesce(params["coalesce"], coalescing)
+    provenance = f"from MCPL server {request.server.name}, push event {event_id[:64]}"
+    content, references = model_content(payload["content"], provenance)
     return PushEvent(
         server=request.server,
         feature_set=params["featureSet"],  # checked by the connection
@@ -158,6 +161,8 @@ def read_event(
         origin=origin,
         tags=tuple(tags),
         coalesce=coalesce,
+        content=content,
+        references=references,
     )
 
 

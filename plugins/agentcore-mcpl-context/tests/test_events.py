@@ -25,6 +25,7 @@ def event(event_id: str, key: str, **coalesce: Any) -> PushEvent:
         event_id=event_id,
         timestamp="2026-01-01T00:00:00Z",
         payload={"content": [{"type": "text", "text": event_id}]},
+        content=({"type": "text", "text": event_id},),
         coalesce=Coalesce(key, **coalesce),
     )
 

@@ -82,7 +82,8 @@ class _Subject:
 
 
 def _occurrence(event: PushEvent) -> Pending:
-    content = list(event.payload.get("content", []))
+    # `content`, never `payload`: what may go before a model (§19 references as stubs).
+    content = list(event.content)
     return Pending(event.server.name, event.feature_set, event.event_id, event.timestamp, content)
 
 

@@ -174,6 +174,16 @@ async def test_a_burst_through_agentcore_serve_is_coalesced(
     assert all(a["accepted"] for a in answers)
 
 
+async def test_a_bulk_reference_in_an_event_reaches_the_turn_as_its_stub(rig: RigFactory) -> None:
+    r = await start(rig)  # §19 applies to push events and to what a render returns
+    uri = "https://files.example/s3cret-token/plan.txt"
+    reference = {"type": "resource", "uri": uri, "mimeType": "text/plain", "sizeBytes": 9000}
+    params = push("b", "", key="B") | {"payload": {"content": [reference]}}
+    assert (await r.server.call("push/event", params)).result["accepted"] is True
+    text = await turn(r)
+    assert "9000" in text and "s3cret" not in text and uri not in text
+
+
 async def test_retraction_decides_on_the_subjects_history(rig: RigFactory) -> None:
     r = await start(rig)
     # Vector 28: never consumed → retracted, nothing reaches the model.

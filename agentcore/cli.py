@@ -436,6 +436,27 @@ def mcpl_digest(file: BinaryIO | None) -> None:
     say(revision)
 
 
+@mcpl.command("uri")
+@click.argument("uri")
+def mcpl_uri(uri: str) -> None:
+    """The three values of an MCPL endpoint URI (§18, RFC-004) as JSON: `configuredUri` (as
+    written), `canonicalUri` (the mcpl:// form), `resolvedTransport` (what is dialled). A
+    refused form exits 1 saying why."""
+    from agentcore.mcpl.endpoint import EndpointError, resolve
+
+    try:
+        endpoint = resolve(uri)
+    except EndpointError as exc:
+        say(f"agentcore: mcpl uri: refused: the URI {exc}", err=True)
+        raise SystemExit(1) from None
+    values = {
+        "configuredUri": endpoint.configured,
+        "canonicalUri": endpoint.canonical,
+        "resolvedTransport": endpoint.resolved,
+    }
+    say(json.dumps(values, ensure_ascii=False))
+
+
 @main.command()
 def demo() -> None:
     """The self-contained demo: no key, no network."""

@@ -232,7 +232,8 @@ def agentcore_mcpl_capabilities() -> Mapping[str, Any] | None:
     """The MCPL host capabilities this plugin's policy provides, in SPEC §5.2's shape
     (``{"inferenceLifecycle": True}``, ``{"contextHooks": {"beforeInference": True}}``).
 
-    Called when an `McplHost` is made, on every active plugin. At each server's
+    Called when an `McplHost` is made and again when it starts (after `agentcore_start`,
+    so an answer may depend on the plugin's settings), on every active plugin. At each server's
     `initialize` the host advertises what the connection layer itself supports
     (``version``, ``featureSets``) merged with every plugin's answer: a capability whose
     policy no plugin provides (its plugin disabled) is not advertised. An exception is

@@ -7,7 +7,7 @@ from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, model_validator
 
 from agentcore._constants import (
     MAX_MCPL_REQUEST_DEADLINE_S,
@@ -20,10 +20,32 @@ from agentcore._constants import (
     RECONNECT_MAX_DELAY_S,
     RECONNECT_RESET_AFTER_S,
 )
+from agentcore.mcpl.endpoint import EndpointError, resolve
 from agentcore.mcpl.limits import McplLimitSettings, ServerLimitSettings
 from agentcore.settings_checks import invalid
 from agentcore.settings_fields import GrantEntry, Section, load_context
-from agentcore.urls import WebSocketUrl
+from agentcore.urls import WEBSOCKET_SCHEMES, url_problem
+
+_REACHED = "an MCPL server is reached over ws:// or wss:// or mcpl:// (or set command for stdio)"
+
+
+def _server_url(url: str) -> str:
+    """``url``: an ``mcpl://`` URI as §18 (RFC-004) has it, ``ws://``/``wss://`` as ever."""
+    if url[:5].lower() == "mcpl:":
+        problem: str | None = None
+        try:
+            resolve(url)
+        except EndpointError as exc:
+            problem = str(exc)
+    else:
+        problem = url_problem(url, WEBSOCKET_SCHEMES, _REACHED)
+    if problem is not None:
+        raise invalid(problem)
+    return url
+
+
+ServerUrl = Annotated[str, AfterValidator(_server_url)]
+"""``[mcpl.servers.NAME] url``: ``mcpl://`` (§18), ``wss://`` or ``ws://``, checked at load."""
 
 
 class McplServerSettings(Section, ServerLimitSettings):
@@ -31,7 +53,8 @@ class McplServerSettings(Section, ServerLimitSettings):
     its own bounds (`agentcore.mcpl.limits`; unset: ``[mcpl]``'s)."""
 
     command: list[str] | None = Field(default=None, min_length=1)
-    url: WebSocketUrl | None = None
+    url: ServerUrl | None = None
+    """A WebSocket server: ``mcpl://`` dials the ``wss://`` it resolves to (§18)."""
     env: dict[str, str] = Field(default_factory=dict)
     """stdio: set for the server, over its minimal environment (`agentcore.mcpl.environment`)."""
     env_passthrough: list[Annotated[str, Field(pattern=r"^[^=\x00]+$")]] = Field(

@@ -172,8 +172,8 @@ class ServerConnection:
     ) -> Any:
         """Send a host→server request (e.g. `context/beforeInference`) and await its result.
 
-        While a `context/*` request is pending, an `inference/request` from this
-        server is refused (§10.7). Raises `RemoteError`, `TimeoutError`,
+        While a `context/*` or `push/render` request is pending, an `inference/request`
+        from this server is refused (§10.7; RFC-006 §5.3). Raises `RemoteError`, `TimeoutError`,
         `ConnectionClosed`, or McplError -32002 for a method the grant does not allow.
         """
         future = self.request_soon(method, params)
@@ -188,9 +188,9 @@ class ServerConnection:
         raises before sending (McplError -32002, `ConnectionClosed`)."""
         peer = self._sendable(method)
         future = peer.request_soon(method, params)
-        if method.startswith("context/"):
+        if method.startswith("context/") or method == "push/render":
             assert self._session is not None
-            self._session.gate.hook_sent(future)  # §10.7: the hook window opens
+            self._session.gate.hook_sent(future)  # §10.7 (RFC-006 §5.3): the window opens
         return future
 
     def notify_soon(self, method: str, params: dict[str, Any] | None = None) -> None:

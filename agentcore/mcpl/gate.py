@@ -6,7 +6,7 @@ sees it: the method's capability is granted (-32002), and with `stream: true` al
 `inferenceRequest.streaming`; for a method that carries a `featureSet` (§6.5) the set
 is declared (-32003), enabled (-32001), and its `uses` covers what the request
 exercises (-32001, `reason: "declaration_mismatch"`, §6.4); and an `inference/request`
-that arrives while a host→server `context/*` request is pending is refused (-32603,
+that arrives while a host→server `context/*` request is pending is refused (-32600,
 `reason: "context_hook"`, §10.7).
 """
 
@@ -24,8 +24,8 @@ from agentcore.mcpl.methods import FEATURE_SET_METHODS, INBOUND_CAPABILITY, OUTB
 from agentcore.mcpl.policy import Policy
 from agentcore.mcpl.protocol import (
     FEATURE_SET_NOT_ENABLED,
-    INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     UNKNOWN_FEATURE_SET,
     McplError,
 )
@@ -40,7 +40,7 @@ class Gate:
         self._allowed: set[str] = set()  # outbound methods allowed under `_allowed_at`
         self._allowed_at = policy.revision
         self._undeclared_warned: set[tuple[str, str]] = set()
-        self.hooks_pending = 0  # host→server context/* requests not yet answered
+        self.hooks_pending = 0  # host→server context/* and push/render not yet answered
 
     # -- outbound (§5.4) -------------------------------------------------------------
 
@@ -61,7 +61,8 @@ class Gate:
         self._allowed.add(method)
 
     def hook_sent(self, answered: asyncio.Future[Any]) -> None:
-        """A `context/*` request went out: the §10.7 window is open until it resolves."""
+        """A `context/*` or `push/render` request went out: the §10.7 window is open until
+        it resolves (RFC-006 §5.3: a server rendering must not request inference either)."""
         self.hooks_pending += 1
         # Runs when the response resolves the future, before the task of any request
         # read after that response (see jsonrpc), so a request the server sends after
@@ -112,11 +113,12 @@ class Gate:
         if method in FEATURE_SET_METHODS:
             self._check_feature_set(params.get("featureSet"), exercised)
         if method == "inference/request" and self.hooks_pending:
+            # §10.7 names no code; MCPL's RFC-006 vector 26 expects -32600 for it.
             raise McplError(
-                INTERNAL_ERROR,
-                "inference/request refused: it arrived while this host's context hook "
-                "request to the server was pending, and context hooks must not trigger "
-                "inference (SPEC §10.7)",
+                INVALID_REQUEST,
+                "inference/request refused: it arrived while this host's context hook or "
+                "push/render request to the server was pending, and neither may trigger "
+                "inference (SPEC §10.7, RFC-006 §5.3)",
                 {"reason": "context_hook"},
             )
         return params

@@ -39,10 +39,11 @@ from agentcore.mcpl.bounded import BoundedPeer
 from agentcore.mcpl.compat import STATE_REASONS
 from agentcore.mcpl.connection import McplStartError, ServerConnection, host_capabilities
 from agentcore.mcpl.deadline import Deadline
+from agentcore.mcpl.endpoint import resolve
 from agentcore.mcpl.environment import env_hint
 from agentcore.mcpl.limits import Limits
 from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
-from agentcore.mcpl.push import PushEvents
+from agentcore.mcpl.push import PushEvents, coalescing_leaves
 from agentcore.mcpl.reconnect import emit_state
 from agentcore.mcpl.transports import (
     ReconnectPolicy,
@@ -82,7 +83,9 @@ def transport_factory(name: str, config: McplServerSettings) -> TransportFactory
             shutdown_grace_s=config.shutdown_grace_s,
         )
     assert config.url is not None
-    return websocket_factory(name, config.url, max_frame_bytes=config.max_frame_bytes)
+    # §18: an mcpl:// URI dials the wss:// it resolves to; ws:// and wss:// as written.
+    url = resolve(config.url).resolved
+    return websocket_factory(name, url, max_frame_bytes=config.max_frame_bytes)
 
 
 def reconnect_policy(config: McplServerSettings) -> ReconnectPolicy | None:
@@ -131,7 +134,9 @@ class McplHost:
     def _push_events(self, server: str) -> PushEvents:
         events = self._push.get(server)
         if events is None:
-            events = self._push[server] = PushEvents(self.kernel.hooks.push_event)
+            events = self._push[server] = PushEvents(
+                self.kernel.hooks.push_event, coalescing=coalescing_leaves(self.capabilities)
+            )
         events.limits = self._limits_of(server)  # a restart may have changed them
         return events
 
@@ -155,6 +160,9 @@ class McplHost:
         the others nor a shutdown (cancelling this closes the ones not yet ready).
         """
         self._configs = dict(self.kernel.settings.mcpl.servers)
+        # Asked again: `agentcore serve` makes the host before the kernel starts, and a
+        # plugin may answer from its settings, which it gets at `agentcore_start`.
+        self.capabilities = host_capabilities(self.kernel.hooks.mcpl_capabilities())
         async with asyncio.TaskGroup() as group:
             for name, config in self._configs.items():
                 group.create_task(self._start_one(name, config), name=f"mcpl-start:{name}")

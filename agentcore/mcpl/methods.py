@@ -35,6 +35,7 @@ OUTBOUND_CAPABILITIES: dict[str, tuple[str, ...]] = {
         "contextHooks.beforeInference.inject.afterUser",
     ),
     "inference/lifecycle": ("inferenceLifecycle",),
+    "push/render": ("pushEvents",),  # RFC-006 §10: the notice's own grant
     "inference/chunk": ("inferenceRequest.streaming",),
     "channels/list": ("channels.register",),
     "channels/open": ("channels.lifecycle",),

@@ -9,7 +9,7 @@ one boundary where exceptions become error objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agentcore.mcpl.bulk import BulkReference
 
@@ -101,6 +101,41 @@ class McplRequest:
         return None if self.inbound is None else self.inbound.cancel_reason
 
 
+CoalesceOutcome = Literal["first", "replaced", "appended", "retracted", "noted", "consumed"]
+"""RFC-006 §7: what the host did with a coalesced occurrence."""
+
+
+@dataclass(frozen=True, slots=True)
+class Coalesce:
+    """A `push/event`'s RFC-006 `coalesce` member (§13), checked: the subject's key in the
+    event's feature-set scope (§3.2), and how this occurrence acts on it."""
+
+    key: str
+    initial: bool = False
+    """RFC-006 §3.3: the server says no earlier occurrence of this subject was sent."""
+    retract: bool = False
+    """RFC-006 §6: the subject ceased to exist; the payload is the deletion notice."""
+    deferred: bool = False
+    """RFC-006 §5: a notice whose content the host asks for with `push/render`."""
+    data: Any = None
+    """RFC-006 §5.1: deferred notices only; server-private, never shown to a model."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoalesceResult:
+    """RFC-006 §7's `coalesce` member of a `push/event` result."""
+
+    outcome: CoalesceOutcome
+    prior_event_id: str | None = None
+    """The occurrence displaced or found consumed, when known."""
+
+    def to_wire(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"outcome": self.outcome}
+        if self.prior_event_id is not None:
+            result["priorEventId"] = self.prior_event_id
+        return result
+
+
 @dataclass(frozen=True, slots=True)
 class PushEvent:
     """A `push/event` (SPEC §9) that passed the grant and feature-set checks: what
@@ -115,6 +150,9 @@ class PushEvent:
     origin: dict[str, Any] | None = None
     tags: tuple[str, ...] = ()
     """§16: descriptive claims the host may route attention on, never authority."""
+    coalesce: Coalesce | None = None
+    """RFC-006's member, checked; None without one, or when no plugin of this host
+    advertises `eventCoalescing` (an older host ignores the member, RFC-006 §8)."""
     content: tuple[Any, ...] = ()
     """`payload.content` as it may reach a model (§19, before any wake assembly): each
     bulk reference as a text block holding its stub (no URI, no payload), inline data
@@ -135,11 +173,15 @@ class PushAnswer:
     accepted: bool
     inference_id: str | None = None
     reason: str | None = None
+    coalesce: CoalesceResult | None = None
+    """RFC-006 §7: what a coalescing plugin did with the event's `coalesce` member."""
 
     def to_wire(self) -> dict[str, Any]:
         result: dict[str, Any] = {"accepted": self.accepted}
         if self.inference_id is not None:
             result["inferenceId"] = self.inference_id
+        if self.coalesce is not None:
+            result["coalesce"] = self.coalesce.to_wire()
         if not self.accepted:
             result["reason"] = self.reason or "the host declined the event"
         elif self.reason is not None:

@@ -12,11 +12,18 @@ The server is untrusted (§13.1), so what it can make the host remember is bound
 (`agentcore.mcpl.limits`): an `eventId` over ``max_event_id_bytes`` is refused -32602
 naming the limit, and the remembered ids are at most ``push_dedup_max_events`` and
 ``push_dedup_max_bytes`` (their UTF-8 bytes); past either the oldest are forgotten first.
+
+RFC-006 (event coalescing): when a plugin advertises `eventCoalescing`, the `coalesce`
+member is checked here (§13: -32602 with ``data: {field, reason}``, nothing admitted) and
+handed to `on_push_event` as `PushEvent.coalesce`; what the subject's state makes of it
+is the plugin's (it alone knows when the host's turns consume an event). A coalesced
+occurrence's answer is remembered for at least `COALESCED_RETRY_WINDOW_S` (§3.1).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -28,6 +35,7 @@ from agentcore.mcpl.limits import DEFAULT_LIMITS, Limits
 from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    Coalesce,
     McplError,
     McplRequest,
     PushAnswer,
@@ -38,6 +46,10 @@ DEDUP_WINDOW_S = PUSH_DEDUP_WINDOW_S
 DEDUP_MAX_EVENTS = DEFAULT_LIMITS.push_dedup_max_events
 """At most this many answers are remembered per server by default; the oldest go first."""
 NO_PLUGIN_REASON = "no plugin on this host acts on push events"
+COALESCED_RETRY_WINDOW_S = 3600.0
+"""RFC-006 §3.1: a coalesced occurrence's retry gets its first answer for at least an hour."""
+MAX_KEY_BYTES = 256  # RFC-006 §13
+MAX_DATA_BYTES = 4096  # RFC-006 §5.1: `data` at most 4 KiB serialized
 
 PushDecider = Callable[[PushEvent], Awaitable[Any]]
 
@@ -48,9 +60,68 @@ def _invalid(field: str, expected: str) -> McplError:
     )
 
 
-def read_event(request: McplRequest, max_id_bytes: int | None = None) -> PushEvent:
+def coalescing_leaves(capabilities: dict[str, Any]) -> frozenset[str]:
+    """Which RFC-006 §10 `eventCoalescing` leaves the host advertises (``true``: all)."""
+    advertised = capabilities.get("eventCoalescing")
+    leaves = ("pushEvents", "channelsIncoming", "deferred", "channelScopedPush")
+    if advertised is True:
+        return frozenset(leaves)
+    if isinstance(advertised, dict):
+        return frozenset(leaf for leaf in leaves if advertised.get(leaf) is True)
+    return frozenset()
+
+
+def _bad_coalesce(field: str, reason: str) -> McplError:
+    """RFC-006 §13: a malformed `coalesce` is -32602 with ``data: {field, reason}``."""
+    return McplError(
+        INVALID_PARAMS,
+        f"Invalid params: push/event {field} {reason} (RFC-006 §13)",
+        {"field": field, "reason": reason, "param": field},
+    )
+
+
+def read_coalesce(raw: object, leaves: frozenset[str]) -> Coalesce:
+    """RFC-006 §13's checks of a `push/event`'s `coalesce` member, in the order it lists
+    them; `leaves` is what the host advertises (`coalescing_leaves`)."""
+    if not isinstance(raw, dict):
+        raise _bad_coalesce("coalesce", "must be an object")
+    key = raw.get("key")
+    if not isinstance(key, str) or not key:
+        raise _bad_coalesce("coalesce.key", "must be a non-empty string")
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        raise _bad_coalesce("coalesce.key", f"is over {MAX_KEY_BYTES} bytes")
+    flags: dict[str, bool] = {}
+    for name in ("initial", "deferred", "retract"):
+        value = raw.get(name, False)
+        if not isinstance(value, bool):
+            raise _bad_coalesce(f"coalesce.{name}", "must be a boolean")
+        flags[name] = value
+    if flags["retract"] and flags["deferred"]:
+        raise _bad_coalesce("coalesce.retract", "is exclusive with deferred")
+    if flags["retract"] and flags["initial"]:
+        raise _bad_coalesce("coalesce.retract", "is exclusive with initial")
+    if "data" in raw:
+        if not flags["deferred"]:
+            raise _bad_coalesce("coalesce.data", "is allowed on deferred notices only")
+        serialized = json.dumps(raw["data"], separators=(",", ":"), ensure_ascii=False)
+        if len(serialized.encode("utf-8", "surrogatepass")) > MAX_DATA_BYTES:
+            raise _bad_coalesce("coalesce.data", f"is over {MAX_DATA_BYTES} bytes serialized")
+    # §3.2, §13: a leaf the host does not advertise is refused, never silently appended.
+    if "channelId" in raw and "channelScopedPush" not in leaves:
+        raise _bad_coalesce("coalesce.channelId", "needs channelScopedPush, not advertised")
+    if flags["deferred"] and "deferred" not in leaves:
+        raise _bad_coalesce("coalesce.deferred", "needs deferred, not advertised")
+    return Coalesce(key, flags["initial"], flags["retract"], flags["deferred"], raw.get("data"))
+
+
+def read_event(
+    request: McplRequest,
+    max_id_bytes: int | None = None,
+    coalescing: frozenset[str] = frozenset(),
+) -> PushEvent:
     """The §9.2 fields of a `push/event`; McplError -32602 naming the first one that is wrong
-    (an `eventId` over `max_id_bytes` UTF-8 bytes included)."""
+    (an `eventId` over `max_id_bytes` UTF-8 bytes included). The RFC-006 `coalesce` member
+    is read only when the host advertises `eventCoalescing.pushEvents` (`coalescing`)."""
     params = request.params
     event_id = params.get("eventId")
     if not isinstance(event_id, str) or not event_id:
@@ -76,6 +147,9 @@ def read_event(request: McplRequest, max_id_bytes: int | None = None) -> PushEve
     tags = params.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise _invalid("tags", "an array of strings")
+    coalesce = None
+    if "pushEvents" in coalescing and "coalesce" in params:
+        coalesce = read_coalesce(params["coalesce"], coalescing)
     provenance = f"from MCPL server {request.server.name}, push event {event_id[:64]}"
     content, references = model_content(payload["content"], provenance)
     return PushEvent(
@@ -86,6 +160,7 @@ def read_event(request: McplRequest, max_id_bytes: int | None = None) -> PushEve
         payload=payload,
         origin=origin,
         tags=tuple(tags),
+        coalesce=coalesce,
         content=content,
         references=references,
     )
@@ -120,12 +195,14 @@ class PushEvents:
         *,
         window_s: float = DEDUP_WINDOW_S,
         limits: Limits = DEFAULT_LIMITS,
+        coalescing: frozenset[str] = frozenset(),
     ) -> None:
         self._decide = decide
         self._window_s = window_s
+        self._coalescing = coalescing
         self.limits = limits
         """The server's bounds in force (its dedup sizes, its `eventId` length)."""
-        # eventId -> (when first seen, its answer: a result, or the McplError it got)
+        # eventId -> (when it may be forgotten, its answer: a result, or the McplError it got)
         self._seen: OrderedDict[str, tuple[float, asyncio.Future[dict[str, Any]]]] = OrderedDict()
         self._seen_bytes = 0  # the remembered eventIds' UTF-8 bytes
 
@@ -135,7 +212,7 @@ class PushEvents:
         return len(self._seen), self._seen_bytes
 
     async def answer(self, request: McplRequest) -> dict[str, Any]:
-        event = read_event(request, self.limits.max_event_id_bytes)
+        event = read_event(request, self.limits.max_event_id_bytes, self._coalescing)
         self._forget_old()
         while (seen := self._seen.get(event.event_id)) is not None:
             try:
@@ -146,7 +223,11 @@ class PushEvents:
                     raise
                 # The first one was given up undecided; this one decides instead.
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._remember(event.event_id, future)
+        # RFC-006 §3.1: a coalesced occurrence's retry is recognised for at least an hour.
+        window = self._window_s
+        if event.coalesce is not None:
+            window = max(window, COALESCED_RETRY_WINDOW_S)
+        self._remember(event.event_id, future, window)
         try:
             result = _wire(await self._decide(event))
         except McplError as exc:
@@ -162,10 +243,12 @@ class PushEvents:
         future.set_result(result)
         return result
 
-    def _remember(self, event_id: str, future: asyncio.Future[dict[str, Any]]) -> None:
+    def _remember(
+        self, event_id: str, future: asyncio.Future[dict[str, Any]], window_s: float
+    ) -> None:
         if event_id in self._seen:
             self._forget(event_id)
-        self._seen[event_id] = (time.monotonic(), future)
+        self._seen[event_id] = (time.monotonic() + window_s, future)
         self._seen_bytes += _utf8_size(event_id)
         self._trim()
 
@@ -176,8 +259,8 @@ class PushEvents:
     def _forget_old(self) -> None:
         """Forget what the window has passed, then what the bounds do not hold (room is
         kept for the event about to be remembered)."""
-        horizon = time.monotonic() - self._window_s
-        while self._seen and next(iter(self._seen.values()))[0] < horizon:
+        now = time.monotonic()
+        while self._seen and next(iter(self._seen.values()))[0] < now:
             self._forget(next(iter(self._seen)))
         while self._seen and len(self._seen) >= self.limits.push_dedup_max_events:
             self._forget(next(iter(self._seen)))
@@ -189,4 +272,13 @@ class PushEvents:
             self._forget(next(iter(self._seen)))
 
 
-__all__ = ["DEDUP_MAX_EVENTS", "DEDUP_WINDOW_S", "NO_PLUGIN_REASON", "PushEvents", "read_event"]
+__all__ = [
+    "COALESCED_RETRY_WINDOW_S",
+    "DEDUP_MAX_EVENTS",
+    "DEDUP_WINDOW_S",
+    "NO_PLUGIN_REASON",
+    "PushEvents",
+    "coalescing_leaves",
+    "read_coalesce",
+    "read_event",
+]

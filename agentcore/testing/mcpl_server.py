@@ -89,6 +89,8 @@ class ServerScript:
     """What `mcpl/manifest` returns (§17.4); None: the current `manifest`."""
     before_manifest: Callable[[ServerSession], Awaitable[None]] | None = None
     """Run on `mcpl/manifest`, before it is answered."""
+    handlers: dict[str, HookStep] = field(default_factory=dict)
+    """Answer other host→server requests by method (``push/render``), as `hook` does."""
     hook: HookStep | None = None
     """Answers `context/beforeInference`: returns the response's ``{"result": ...}`` or
     ``{"error": ...}``, or None to never answer. Unset: answered -32601 like any method."""
@@ -287,6 +289,8 @@ class ServerSession:
             self._spawn(self._respond(rid, {}))
         elif method == "context/beforeInference" and self.script.hook is not None:
             self._spawn(self._hook(self.script.hook, rid, params))
+        elif method in self.script.handlers:
+            self._spawn(self._hook(self.script.handlers[method], rid, params))
         else:
             error = {"code": -32601, "message": f"e2e server: no method {method}"}
             self._spawn(self.send({"jsonrpc": "2.0", "id": rid, "error": error}))

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-VECTORS: dict[str, Any] = json.loads(
-    (Path(__file__).parents[1] / "mcpl" / "fixtures" / "manifest-digest-vectors.json").read_text()
-)
+CONFORMANCE = Path(__file__).parents[1] / "mcpl" / "conformance"
+VECTORS: dict[str, Any] = json.loads((CONFORMANCE / "manifest-digest-vectors.json").read_text())
 BY_NAME = {v["name"]: v for v in VECTORS["vectors"]}
 
 

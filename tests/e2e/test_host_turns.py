@@ -405,7 +405,7 @@ async def test_inference_request_from_inside_the_hook_is_refused(rig: RigFactory
     events = await run_turn(r)
     assert isinstance(events[-1], Complete)
     (error,) = refused
-    assert error["code"] == -32603
+    assert error["code"] == -32600  # RFC-006 vector 26's code; §10.7 names none
     assert error["data"] == {"reason": "context_hook"}
     assert "§10.7" in error["message"]
     assert len(r.provider.calls) == 1  # only the turn reached the provider

@@ -25,6 +25,7 @@ BUNDLED_SECTIONS = {
     "waiting_trace",
     "mcpl.routing",
     "mcpl.context",
+    "mcpl.events",
     "otel",
     "console",
     "rate_limit",

@@ -35,7 +35,7 @@ in flight?) it allows both and says so. The rules, and where they come from:
   method never answered MUST be answered with an error; before the answer, §5.3-§5.4 (the
   grant: -32002), §6.5 (`featureSet` named, declared -32003, enabled -32001), §6.4 (its
   `uses` covers what the request exercises, -32001), §10.7 (an `inference/request` while
-  the host's context hook is pending is refused -32603), §11.2 (params, -32602: a
+  the host's context hook is pending is refused -32600), §11.2 (params, -32602: a
   temperature is a finite number, message text is text, no lone surrogate escape).
 
 Beyond the counts, each scenario checks that the connection is still up after its frames
@@ -420,7 +420,7 @@ class Model:
         if problem is not None:
             return problem
         if self.hook_id is not None:
-            return INTERNAL_ERROR  # §10.7
+            return INVALID_REQUEST  # §10.7 (RFC-006 vector 26's code)
         conversation = params.get("conversationId")
         if conversation is not None and not isinstance(conversation, str):
             return INVALID_PARAMS

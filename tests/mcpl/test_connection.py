@@ -347,7 +347,7 @@ async def test_inference_from_inside_a_context_hook_is_refused(connect: Connect)
     )
     assert hook["featureSet"] == "memory.retrieval"
     inside, after = await conn.request("test/wait", {"ids": [1001, 1002]}, timeout=TIMEOUT)
-    assert inside["error"]["code"] == INTERNAL_ERROR
+    assert inside["error"]["code"] == INVALID_REQUEST
     assert inside["error"]["data"] == {"reason": "context_hook"}
     # Sent right behind the hook's answer, so outside the hook: accepted.
     assert after["result"] == RESULT

@@ -1,7 +1,7 @@
 """The §17.2 manifest digest against MCPL's own conformance vectors.
 
-The vectors are read from `fixtures/manifest-digest-vectors.json`, a copy of MCPL's
-`conformance/manifest-digest-vectors.json` (source and commit in `fixtures/README.md`),
+The vectors are read from `conformance/manifest-digest-vectors.json`, a copy of MCPL's
+`conformance/manifest-digest-vectors.json` (source and commit in `conformance/README.md`),
 and iterated rather than transcribed, as MCPL's CONSUMING.md asks: each vector is asserted
 on its canonical JSON, its SHA-256 and its revision, in that order, so a failure names
 the step that broke.
@@ -19,7 +19,7 @@ import pytest
 from agentcore.mcpl.digest import DigestRefused, canonical_json, manifest_digest, set_order
 
 VECTORS: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "fixtures" / "manifest-digest-vectors.json").read_text()
+    (Path(__file__).parent / "conformance" / "manifest-digest-vectors.json").read_text()
 )
 BY_NAME = {v["name"]: v for v in VECTORS["vectors"]}
 POSITIVE = [v for v in VECTORS["vectors"] if "digest" in v]

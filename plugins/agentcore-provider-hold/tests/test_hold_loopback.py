@@ -46,7 +46,9 @@ async def test_held_calls_make_no_request_and_the_first_after_goes_alone(
     kernel_for: Callable[..., Kernel], loopback_provider: LoopbackServer, recorder: Any
 ) -> None:
     loopback_provider.script(
-        Scenario.rate_limit(retry_after=0.1),
+        # A hold long enough that the three calls below are surely made while it lasts,
+        # even on a loaded machine (at 0.1 s, one could come after it and be the probe).
+        Scenario.rate_limit(retry_after=0.5),
         Scenario.text("first", delay_s=0.03),  # slow enough that overlap would show
         Scenario.text("ok"),
         Scenario.text("ok"),
@@ -69,7 +71,7 @@ async def test_held_calls_make_no_request_and_the_first_after_goes_alone(
         "model-a",
         "rate_limit",
     )
-    assert hold["stated"] is True and 0 < hold["durationMs"] <= 110  # 0.1 s + release_jitter
+    assert hold["stated"] is True and 0 < hold["durationMs"] <= 550  # 0.5 s + release_jitter
     [release] = recorder.of("provider:release")
     assert (release["provider"], release["model"]) == ("anthropic", "model-a")
     assert sorted(e for e, _ in recorder.waits) == ["end"] * 3 + ["start"] * 3

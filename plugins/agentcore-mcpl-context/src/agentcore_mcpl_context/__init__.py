@@ -18,10 +18,16 @@ checks every host owes are in `agentcore_mcpl_context.wire`.
   servers in the same sessions only (a server that joins, or reconnects, mid-turn
   gets nothing for it). `model` only with `modelInfo` granted; `usage` only with
   ``completed``; never content. Sent without making the turn wait.
+- RFC-010 deprecates injections; they are still applied, and the first time a connection
+  has authorized injections applied the operator is told once: a log warning and one
+  ``mcpl:deprecated`` trace naming the server. `observe` is not deprecated.
 - A §19 bulk content reference in an injection reaches the model as its stub. With
   ``[mcpl.bulk] fetch = true``, one whose disposition is not ``never`` is fetched under
   the host's rules (`agentcore.api.BulkFetcher`) and, verified, put in instead where the
   turn carries it. One ``mcpl:bulk_reference`` trace per reference says what was decided.
+
+The package's second plugin, ``mcpl-events`` (`agentcore_mcpl_context.events_plugin`),
+puts push events into the same turns.
 """
 
 from __future__ import annotations
@@ -82,6 +88,8 @@ class McplContext:
         self._context: PluginContext[ContextSettings] | None = None
         self._started: dict[str, list[tuple[ServerHandle, int]]] = {}
         """inferenceId -> the servers (and their session) that were sent ``started``."""
+        self._warned: set[tuple[str, int]] = set()
+        """(server, session) told of RFC-010's deprecation: once per connection."""
         self._fetcher: BulkFetcher | None = None
 
     @hookimpl
@@ -239,6 +247,25 @@ class McplContext:
         if answer.error is not None:
             fields["error"] = answer.error
         self._ctx.emit_now("mcpl:context_hook", **fields)
+        if answer.injections:
+            self._deprecated(server)
+
+    def _deprecated(self, server: ServerHandle) -> None:
+        """RFC-010 §4.1: authorized injections are still applied; the operator hears once
+        per connection that the server uses a deprecated mechanism."""
+        connection = (server.name, server.sessions)
+        if connection in self._warned:
+            return
+        self._warned.add(connection)
+        logger.warning(
+            "mcpl server {}: returned context injections, which MCPL deprecates (RFC-010) "
+            "and removes in 0.6; applied for now. Push events (RFC-006), channels or tools "
+            "replace them.",
+            server.name,
+        )
+        self._ctx.emit_now(
+            "mcpl:deprecated", serverId=server.name, mechanism="contextInjections", rfc="RFC-010"
+        )
 
     # -- inference/lifecycle (§10.5) ---------------------------------------------------
 

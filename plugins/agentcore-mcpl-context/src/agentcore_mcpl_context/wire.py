@@ -46,6 +46,7 @@ from agentcore.api import (
     read_bulk_reference,
     withheld_block,
 )
+from agentcore_mcpl_context.events import Pending
 
 BEFORE_INFERENCE = "context/beforeInference"
 LIFECYCLE = "inference/lifecycle"
@@ -286,6 +287,22 @@ class _Where:
     position: Position
     media_types: frozenset[str]
     server: str
+
+
+def event_blocks(
+    event: Pending, content: list[Any], media_types: frozenset[str]
+) -> tuple[InjectedBlock, ...]:
+    """A push event's `content` (its own, or its batch's rendering or fallback) as blocks
+    of the turn: a line saying where it came from, then §10.3's blocks, kept as an
+    injection's are (RFC-006 §5.2: rendered content is checked as pushed content is)."""
+    head = TextBlock(
+        f"[MCPL push event from server {event.server}, feature set {event.feature_set}, "
+        f"at {event.timestamp}]"
+    )
+    # §19: a bulk reference is its stub here, never fetched for an event.
+    where = _Where("payload", "beforeUser", media_types, event.server)
+    blocks = _content_blocks(content, where, [], [])
+    return (head, *(blocks or ()))
 
 
 def _content_blocks(

@@ -21,6 +21,8 @@ release to release (docs/plugins.md says what each is for)::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from agentcore import __version__
 from agentcore.admission import ADMISSION_WAIT_TOO_LONG
 from agentcore.fleet import (
@@ -117,12 +119,7 @@ from agentcore.mcpl.protocol import (
 )
 from agentcore.model_info import ModelInfo, model_prefills
 from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
-from agentcore.providers.anthropic import MEDIA_TYPES as ANTHROPIC_MEDIA_TYPES
-from agentcore.providers.anthropic import AnthropicTranslator
-from agentcore.providers.anthropic import request_body as anthropic_request_body
-from agentcore.providers.anthropic_xml import XmlTranslator
 from agentcore.providers.base import Provider
-from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import MID_STREAM, error_from_payload
 from agentcore.providers.sse import EventTuple
 from agentcore.providers.wire import (
@@ -161,6 +158,36 @@ from agentcore.tracing import (
     payload,
 )
 from agentcore.urls import HTTP_SCHEMES, RedisUrl, WebSocketUrl, url_problem
+
+# The streaming driver and the wires on it bring aiohttp: loaded when a plugin first uses
+# one (a provider kind's factory, at its first provider), not when a plugin imports this.
+if TYPE_CHECKING:
+    from agentcore.providers.anthropic import MEDIA_TYPES as ANTHROPIC_MEDIA_TYPES
+    from agentcore.providers.anthropic import AnthropicTranslator
+    from agentcore.providers.anthropic import request_body as anthropic_request_body
+    from agentcore.providers.anthropic_xml import XmlTranslator
+    from agentcore.providers.driver import HTTPProvider
+
+_LAZY = {
+    "ANTHROPIC_MEDIA_TYPES": ("agentcore.providers.anthropic", "MEDIA_TYPES"),
+    "AnthropicTranslator": ("agentcore.providers.anthropic", "AnthropicTranslator"),
+    "anthropic_request_body": ("agentcore.providers.anthropic", "request_body"),
+    "XmlTranslator": ("agentcore.providers.anthropic_xml", "XmlTranslator"),
+    "HTTPProvider": ("agentcore.providers.driver", "HTTPProvider"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The driver-side names (`_LAZY`), imported on first use."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where[0]), where[1])
+    globals()[name] = value  # once: later reads do not come here
+    return value
+
 
 __all__ = [
     "ADMISSION_WAIT_TOO_LONG",

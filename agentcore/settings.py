@@ -19,7 +19,7 @@ import os
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from loguru import logger
 from pydantic import (
@@ -34,7 +34,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from agentcore._constants import (
     FLEET_TIMEOUT_S,
@@ -59,6 +58,9 @@ from agentcore.settings_fields import GrantEntry as GrantEntry
 from agentcore.settings_fields import LoadContext as LoadContext
 from agentcore.settings_fields import ModelReference as ModelReference
 from agentcore.settings_fields import ProviderKind as ProviderKind
+
+if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
 from agentcore.settings_fields import ProviderName as ProviderName
 from agentcore.settings_fields import Section as Section
 from agentcore.settings_fields import load_context as load_context
@@ -281,8 +283,12 @@ def settings_path(explicit: str | Path | None, environ: Mapping[str, str]) -> Pa
 
 def _env_values(settings_cls: type[BaseModel], environ: Mapping[str, str]) -> dict[str, Any]:
     env = {k: v for k, v in environ.items() if k.upper() not in _RESERVED_ENV}
+    if not any(k.upper().startswith(ENV_PREFIX) for k in env):
+        return {}  # nothing to parse: pydantic-settings (several MB) stays unimported
+    from pydantic_settings import EnvSettingsSource
+
     source = EnvSettingsSource(
-        cast(type[BaseSettings], settings_cls),  # it reads only the fields and our options
+        cast("type[BaseSettings]", settings_cls),  # it reads only the fields and our options
         case_sensitive=False,
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",

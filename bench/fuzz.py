@@ -1,7 +1,7 @@
 """The full MCPL fuzz: at least 100,000 generated frames through the stdio reader, the
 JSON-RPC peer and the MCPL admission checks (issue 16).
 
-It runs `tests/mcpl/fuzz_rig.py`'s `fuzz()`, the same scenarios and the same oracle as
+It runs `agentcore.testing.fuzz`'s `fuzz()`, the same scenarios and the same oracle as
 the short run in `make test`, in rounds of `--examples` scenarios, round r with seed
 `--seed` + r, until `--frames` frames have been fed; then prints the frames run, the
 answers checked (each against its id's expected count and outcome) and the time. A
@@ -17,22 +17,11 @@ Not part of ``make test`` (that runs the short version).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
-from pathlib import Path
 
 from loguru import logger
 
-RIG_FILE = Path(__file__).resolve().parent.parent / "tests" / "mcpl" / "fuzz_rig.py"
-
-
-def load_fuzz_module() -> object:
-    spec = importlib.util.spec_from_file_location("fuzz_rig", RIG_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from agentcore.testing.fuzz import SEED, Figures, fuzz
 
 
 def main() -> int:
@@ -47,10 +36,8 @@ def main() -> int:
         "missing answers waits out its bound each time)",
     )
     args = parser.parse_args()
-    module = load_fuzz_module()
-    fuzz = module.fuzz  # type: ignore[attr-defined]
-    figures = module.Figures()  # type: ignore[attr-defined]
-    first_seed = args.seed if args.seed is not None else module.SEED  # type: ignore[attr-defined]
+    figures = Figures()
+    first_seed = args.seed if args.seed is not None else SEED
     logger.remove()  # the host logs every refusal; the figures are what this prints
     logger.add(sys.stderr, level="ERROR")
     round_ = 0

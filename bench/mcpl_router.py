@@ -27,7 +27,10 @@ server minus the provider's emission, same clock; p50, p99, max), the host proce
 peak RSS (VmHWM), its idle RSS (served, handshake done, before the first request), the
 RSS each stream adds ((peak - idle) / N), and its CPU time per chunk and share of one CPU;
 then agentcore's p99, CPU per chunk and RSS per stream as ratios to the relay's (targets:
-CPU 1.1x, RSS per stream 1.5x, idle RSS at most 40 MB). The server's bound on requests in
+CPU 1.1x, RSS per stream 1.5x, idle RSS at most 40 MB, printed with the floor of the
+libraries serve starts with, `library_floor_mb`), and, between consecutive sizes, the RSS
+per stream from the peaks' difference, free of what a run loads once (`serve` imports
+aiohttp at its first provider call). The server's bound on requests in
 flight (`max_requests_in_flight`) is set to N: the bench sends them all at once. Every
 request must be answered with a result and exactly its chunks, in order, by either host.
 Each N runs `--rounds` times, the hosts taking turns to go first, and each host's medians
@@ -48,6 +51,7 @@ Not part of ``make test``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -379,6 +383,27 @@ def rss_kb(pid: int, field: str = "VmHWM") -> int:
     return 0
 
 
+FLOOR_IMPORTS = """
+import asyncio, importlib.metadata, tomllib
+import click, loguru, pluggy, pydantic
+
+class One(pydantic.BaseModel):  # the first model loads pydantic-core's validators and plugins
+    x: int = 0
+"""
+
+
+def library_floor_mb() -> float:
+    """The idle RSS of a bare Python process holding the libraries `serve` cannot start
+    without (asyncio with its ssl, pydantic with one model, loguru, click, pluggy, the entry
+    points' importlib.metadata, tomllib): the floor under serve's idle RSS, in MB."""
+    import subprocess
+
+    code = FLOOR_IMPORTS + "\nimport os\nprint(open(f'/proc/{os.getpid()}/status').read())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
 class Unfinished(Exception):
     """A size that did not finish: reported, and the next size is run."""
 
@@ -554,6 +579,26 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {key: statistics.median(r[key] for r in runs) for key in numbers + more}
 
 
+def marginal(by_size: dict[int, dict[str, dict[str, Any]]]) -> None:
+    """RSS per stream between two sizes, (peak at N2 - peak at N1) / (N2 - N1): what one more
+    stream holds, without what a run loads once (aiohttp, at the first provider call)."""
+    sizes = sorted(by_size)
+    for small, large in itertools.pairwise(sizes):
+        kb = {
+            host: (by_size[large][host]["rss_mb"] - by_size[small][host]["rss_mb"])
+            * 1024
+            / (large - small)
+            for host in ("agentcore", "relay")
+            if host in by_size[small] and host in by_size[large]
+        }
+        if not kb:
+            continue
+        text = ", ".join(f"{host} {value:.1f} KB" for host, value in kb.items())
+        if len(kb) == 2 and kb["relay"] > 0:
+            text += f"; ratio {kb['agentcore'] / kb['relay']:.2f}x (target 1.5x)"
+        print(f"RSS per stream from N={small} to N={large} (peaks' difference): {text}")
+
+
 def main() -> int:
     import argparse
     import platform
@@ -591,6 +636,8 @@ def main() -> int:
         f"{'host CPU/chunk':>14} {'host CPU':>8}  answered"
     )
     failed = missed = False
+    floor_mb = min(library_floor_mb() for _ in range(3))
+    by_size: dict[int, dict[str, dict[str, Any]]] = {}
     keep = os.environ.get("BENCH_KEEP")
     with LoopbackServer() as provider, tempfile.TemporaryDirectory(prefix="bench-mcpl-") as tmp:
         if keep:
@@ -617,6 +664,7 @@ def main() -> int:
                     else:
                         rows[host].append(r)
             medians = {host: median_run(runs) for host, runs in rows.items() if runs}
+            by_size[n] = medians
             if args.rounds > 1:
                 for host, r in medians.items():
                     print(row(n, host, r, label=f"median {len(rows[host])}"))
@@ -631,8 +679,10 @@ def main() -> int:
                     f"{ours['p99_ms'] / floor['p99_ms']:.1f}x, host CPU per chunk "
                     f"{ours['cpu_us_per_chunk'] / floor['cpu_us_per_chunk']:.2f}x, RSS growth "
                     f"per stream {ours['kb_per_stream'] / floor['kb_per_stream']:.2f}x "
-                    f"(target 1.5x), idle RSS {ours['idle_mb']:.1f} MB (target 40)"
+                    f"(target 1.5x), idle RSS {ours['idle_mb']:.1f} MB (target 40; "
+                    f"the libraries' floor {floor_mb:.1f} MB)"
                 )
+    marginal(by_size)
     if failed:
         print("failed: a host did not answer every request with a result and its chunks")
     if failed or missed:

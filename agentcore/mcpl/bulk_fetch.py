@@ -32,14 +32,18 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urljoin, urlsplit
-
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from agentcore.mcpl.bulk import BulkReference
 from agentcore.settings_mcpl import BulkSettings
+
+# aiohttp (and the connector and resolver built on it, `bulk_http`) is imported at the first
+# fetch: `agentcore.api` imports this module, and a host that fetches nothing never needs it.
+if TYPE_CHECKING:
+    import aiohttp
+
+    from agentcore.mcpl.bulk_http import PinnedResolver
 
 Refusal: TypeAlias = Literal[
     "scheme",
@@ -105,6 +109,8 @@ class BulkFetcher:
     async def fetch(self, reference: BulkReference) -> Fetched:
         """The payload of `reference`, or a refusal saying which rule stopped it. Never raises
         for what the server or the network does."""
+        import aiohttp
+
         origin = _origin(reference.uri)
         try:
             async with asyncio.timeout(self.settings.timeout_s):
@@ -147,9 +153,13 @@ class BulkFetcher:
             raise _Refused("scheme", "the URL names no host")
 
     async def _get(self, reference: BulkReference) -> tuple[bytes, str | None]:
+        import aiohttp
+
+        from agentcore.mcpl.bulk_http import CheckedConnector, PinnedResolver
+
         self._precheck(reference)
-        resolver = _PinnedResolver()
-        connector = _CheckedConnector(self._check_peer, resolver=resolver, use_dns_cache=False)
+        resolver = PinnedResolver()
+        connector = CheckedConnector(self._check_peer, resolver=resolver, use_dns_cache=False)
         async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
             url, first = reference.uri, _origin(reference.uri)
             for _hop in range(self.settings.max_redirects + 1):
@@ -163,7 +173,7 @@ class BulkFetcher:
                     raise _Refused("redirect", f"a redirect to another origin ({_origin(url)})")
             raise _Refused("redirect", f"more than {self.settings.max_redirects} redirects")
 
-    async def _pin(self, url: str, resolver: _PinnedResolver) -> None:
+    async def _pin(self, url: str, resolver: PinnedResolver) -> None:
         """Resolve the URL's host once and check every address; the connection may then go
         to those addresses only (the resolver answers with them)."""
         parts = urlsplit(url)
@@ -222,60 +232,11 @@ class BulkFetcher:
         return data, observed_type(data, response.content_type)
 
 
-class _CheckedConnector(aiohttp.TCPConnector):
-    """aiohttp's connector, with each new connection's peer address checked (`check`)
-    before the request is written on it; a refused one is closed at once."""
-
-    def __init__(self, check: Callable[[asyncio.BaseTransport, str], None], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._check = check
-
-    async def _wrap_create_connection(
-        self, *args: Any, req: aiohttp.ClientRequest, **kwargs: Any
-    ) -> tuple[asyncio.Transport, Any]:
-        transport, protocol = await super()._wrap_create_connection(*args, req=req, **kwargs)
-        try:
-            self._check(transport, str(req.url.host))
-        except BaseException:
-            transport.close()
-            raise
-        return transport, protocol
-
-
-class _PinnedResolver(AbstractResolver):
-    """Answers aiohttp with the addresses already checked, and never looks anything up."""
-
-    def __init__(self) -> None:
-        self._pinned: dict[tuple[str, int], list[ResolveResult]] = {}
-
-    def pin(self, host: str, port: int, infos: list[tuple[Any, ...]]) -> None:
-        self._pinned[(host, port)] = [
-            ResolveResult(
-                hostname=host,
-                host=str(info[4][0]),
-                port=port,
-                family=info[0],
-                proto=info[2],
-                flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV,
-            )
-            for info in infos
-        ]
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        try:
-            return self._pinned[(host, port)]
-        except KeyError:  # never: every hop is pinned before it is dialed
-            raise OSError(f"{host}:{port} was not checked") from None
-
-    async def close(self) -> None:
-        self._pinned.clear()
-
-
 def _network_detail(exc: BaseException) -> str:
     """What went wrong on the network, without the URL (its path or query can be a
     credential, and the detail goes into a trace)."""
+    import aiohttp  # loaded by the fetch that failed
+
     if isinstance(exc, aiohttp.ClientConnectorError):
         return f"cannot connect to {exc.host}:{exc.port}: {exc.os_error.strerror or 'failed'}"
     if isinstance(exc, OSError) and exc.strerror:

@@ -15,8 +15,8 @@ import os
 import signal
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import aiohttp
 from loguru import logger
 
 from agentcore._constants import MCPL_CONNECT_TIMEOUT_S as DEFAULT_CONNECT_TIMEOUT_S
@@ -27,6 +27,9 @@ from agentcore._constants import MCPL_TERM_GRACE_S as DEFAULT_TERM_GRACE_S
 from agentcore.mcpl.environment import env_hint, server_environment
 from agentcore.mcpl.jsonrpc import FrameError, FrameTooLarge, Transport, TransportClosed
 from agentcore.mcpl.reconnect import ReconnectPolicy
+
+if TYPE_CHECKING:  # imported where a WebSocket connects: stdio-only hosts save its MBs
+    import aiohttp
 
 READ_CHUNK_BYTES = 64 * 1024
 STDERR_LINE_MAX = 8 * 1024  # longer child stderr lines are logged truncated
@@ -398,6 +401,8 @@ class WebSocketTransport:
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     ) -> WebSocketTransport:
         """Open the socket. Headers (e.g. Authorization) are sent, never logged."""
+        import aiohttp
+
         session = aiohttp.ClientSession()
         try:
             async with asyncio.timeout(connect_timeout_s):
@@ -422,25 +427,29 @@ class WebSocketTransport:
         await self._ws.send_str(text)
 
     async def receive(self) -> str | None:
+        from aiohttp import WSMsgType  # loaded by `connect`: a lookup in sys.modules
+
         while True:
             message = await self._ws.receive()
-            if message.type is aiohttp.WSMsgType.TEXT:
+            if message.type is WSMsgType.TEXT:
                 return str(message.data)
-            if message.type is aiohttp.WSMsgType.BINARY:
+            if message.type is WSMsgType.BINARY:
                 raise FrameError("Parse error: binary frame; MCPL frames are text")
-            if message.type is aiohttp.WSMsgType.ERROR:
+            if message.type is WSMsgType.ERROR:
                 # aiohttp has closed the socket already (see the class docstring).
                 raise TransportClosed(self._refusal(message.data))
             if message.type in (
-                aiohttp.WSMsgType.CLOSE,
-                aiohttp.WSMsgType.CLOSING,
-                aiohttp.WSMsgType.CLOSED,
+                WSMsgType.CLOSE,
+                WSMsgType.CLOSING,
+                WSMsgType.CLOSED,
             ):
                 return None
             # PING/PONG are answered by aiohttp (autoping); anything else is skipped.
 
     def _refusal(self, error: object) -> str:
         """What the host did when aiohttp refused a frame (or the socket failed)."""
+        import aiohttp
+
         code = getattr(error, "code", None)
         if code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
             return (

@@ -174,8 +174,10 @@ The MCPL server side
 `agentcore.testing.mcpl_server` is a scriptable MCPL server (`ServerSession`) that the
 host reaches over a real stdio subprocess (`StdioHub`, through ``relay_server.py``) or a
 real WebSocket (`WsHub`); `agentcore.testing.serve` runs ``agentcore serve`` as a
-subprocess and waits on it. They are imported by name (not from this module), so a
-plugin's tests that need no MCPL server do not load them.
+subprocess and waits on it (``async with serving(settings) as served: ... code, out, err
+= await served.stop()``: SIGTERM and the exit; a process left running is killed). They
+are imported by name (not from this module), so a plugin's tests that need no MCPL
+server do not load them.
 """
 
 from agentcore.kernel import Kernel, PluginLoadError

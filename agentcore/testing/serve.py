@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +24,62 @@ AGENTCORE = str(Path(sys.executable).with_name("agentcore"))
 
 
 async def serve(
-    settings: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+    settings: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    *,
+    args: Sequence[str] = (),
 ) -> asyncio.subprocess.Process:
+    """``agentcore serve --settings SETTINGS [ARGS]``, its output piped."""
     return await asyncio.create_subprocess_exec(
         AGENTCORE,
         "serve",
         "--settings",
         str(settings),
+        *args,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=cwd,
         env=env,
     )
+
+
+class Served:
+    """A running ``agentcore serve`` (`serving`): its process, and how to stop it."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    async def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
+        """Signal it (SIGTERM: a graceful stop), unless it has exited, and `finish`: its
+        exit code and output."""
+        if self.process.returncode is None:
+            self.process.send_signal(sig)
+        return await finish(self.process)
+
+    async def finish(self) -> tuple[int, str, str]:
+        """Wait for it to exit by itself (`finish`): its exit code and output."""
+        return await finish(self.process)
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    settings: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    *,
+    args: Sequence[str] = (),
+) -> AsyncIterator[Served]:
+    """``agentcore serve`` for the block: stop it inside with ``await served.stop()``;
+    whatever way the block leaves, a process still running is killed and reaped."""
+    process = await serve(settings, env, cwd, args=args)
+    try:
+        yield Served(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
 
 
 def without_agentcore_env() -> dict[str, str]:

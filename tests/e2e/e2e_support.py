@@ -8,6 +8,8 @@ use them too; they are re-exported here under the names the tests have always im
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from agentcore.testing import serve as _serve
@@ -37,6 +39,7 @@ from agentcore.testing.mcpl_server import (
 )
 from agentcore.testing.serve import (
     AGENTCORE,
+    Served,
     TraceCapture,
     env,
     finish,
@@ -51,10 +54,25 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 async def serve(
-    settings: Path, env: dict[str, str] | None = None, cwd: Path = REPO
+    settings: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
+    *,
+    args: Sequence[str] = (),
 ) -> asyncio.subprocess.Process:
     """`agentcore.testing.serve.serve`, run from the repository's root (the tests' paths)."""
-    return await _serve.serve(settings, env, cwd)
+    return await _serve.serve(settings, env, cwd, args=args)
+
+
+def serving(
+    settings: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
+    *,
+    args: Sequence[str] = (),
+) -> AbstractAsyncContextManager[Served]:
+    """`agentcore.testing.serve.serving`, run from the repository's root."""
+    return _serve.serving(settings, env, cwd, args=args)
 
 
 __all__ = [
@@ -73,6 +91,7 @@ __all__ = [
     "Hub",
     "PolicyStep",
     "Received",
+    "Served",
     "ServerScript",
     "ServerSession",
     "StdioHub",
@@ -88,6 +107,7 @@ __all__ = [
     "rewrite_settings",
     "routed_model_info",
     "serve",
+    "serving",
     "until",
     "wait_gone",
     "without_agentcore_env",

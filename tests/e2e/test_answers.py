@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import re
-import signal
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from typing import Any
 
 import pytest
 from e2e_rig import INFERENCE, MODELS, PROVIDERS, RETRY, RigFactory, settings_sections
-from e2e_support import AGENTCORE, TIMEOUT_S, Hub, finish, serve
+from e2e_support import AGENTCORE, TIMEOUT_S, Hub, serving
 
 from agentcore import hookimpl
 from agentcore.inference import TERMINAL_TYPES, Complete, Request, StreamEvent, UsageUpdate
@@ -829,8 +828,7 @@ async def test_xml_answers_through_serve(
                 "traces": {"jsonl": str(traces)},
             },
         )
-        process = await serve(settings)
-        try:
+        async with serving(settings) as served:
             session = await hub.next_session()
             await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
             for case in group:
@@ -846,12 +844,7 @@ async def test_xml_answers_through_serve(
                     if e["type"].startswith("mcpl:") and e.get("requestId") == rid
                 ]
                 check(case, rid, session.transcript(rid), mcpl, loopback_provider)
-            process.send_signal(signal.SIGTERM)
-            code, _, stderr = await finish(process)
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            code, _, stderr = await served.stop()
         assert code == 0, stderr
         assert session.unanswered_or_twice() == {}
 

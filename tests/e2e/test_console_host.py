@@ -10,7 +10,6 @@ page's would carry, and with the names the console is reached by.
 from __future__ import annotations
 
 import asyncio
-import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from e2e_rig import PROVIDERS, settings_sections
-from e2e_support import TIMEOUT_S, Hub, finish, serve
+from e2e_support import TIMEOUT_S, Hub, serving
 
 from agentcore.testing import LoopbackServer
 
@@ -54,8 +53,7 @@ async def test_a_request_for_another_host_name_is_refused_on_every_route(
     port = free_port()
     console = {"listen": f"127.0.0.1:{port}", "public_names": ["console.internal"]}
     sections = settings_sections(hub, {"srv": hub.config("srv")}, extra={"console": console})
-    process = await serve(loopback_settings(PROVIDERS, sections=sections))
-    try:
+    async with serving(loopback_settings(PROVIDERS, sections=sections)) as served:
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
         for route in ROUTES:
@@ -73,10 +71,5 @@ async def test_a_request_for_another_host_name_is_refused_on_every_route(
                 "Console.Internal",
             ):
                 assert (await answer(port, route, host))[0] == 200, (route, host)
-        process.send_signal(signal.SIGTERM)
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr

@@ -16,14 +16,13 @@ import asyncio
 import os
 import re
 import shutil
-import signal
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from e2e_rig import PROVIDERS, settings_sections
-from e2e_support import AGENTCORE, REPO, TIMEOUT_S, Hub, finish
+from e2e_support import TIMEOUT_S, Hub, finish, serve, serving
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
@@ -65,24 +64,6 @@ def free_port() -> int:
         return port
 
 
-async def serve_console(
-    settings: Path, listen: str, env: dict[str, str] | None = None
-) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        AGENTCORE,
-        "serve",
-        "--settings",
-        str(settings),
-        "--console",
-        listen,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
-        env=env,
-    )
-
-
 async def open_page(browser: Browser, url: str) -> Page:
     """The page once the console answers (serve may still be starting)."""
     page = await browser.new_page(viewport={"width": 1280, "height": 900})
@@ -95,12 +76,6 @@ async def open_page(browser: Browser, url: str) -> Page:
                 if "ERR_CONNECTION_REFUSED" not in str(exc):
                     raise
                 await asyncio.sleep(0.1)
-
-
-async def stop(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
-    return await finish(process)
 
 
 async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_release(
@@ -121,8 +96,7 @@ async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_relea
     }
     settings = loopback_settings(PROVIDERS, sections=settings_sections(hub, servers, extra=limits))
     port = free_port()
-    process = await serve_console(settings, f"127.0.0.1:{port}")
-    try:
+    async with serving(settings, args=("--console", f"127.0.0.1:{port}")) as served:
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
         page = await open_page(browser, f"http://127.0.0.1:{port}/")
@@ -175,11 +149,7 @@ async def test_the_page_shows_a_hold_a_waiting_call_and_a_request_then_the_relea
         await expect(page.locator("[data-inference]")).to_have_count(0)
         assert await page.evaluate("window.loadedOnce") is True  # no reload happened
         assert API_KEY not in await page.content()
-        code, _, stderr = await stop(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
 
 
@@ -205,8 +175,7 @@ async def test_the_page_shows_rate_limit_slots_in_use_then_their_release(
     settings = loopback_settings(PROVIDERS, sections=settings_sections(hub, servers, extra=limits))
     port = free_port()
     base = f"http://127.0.0.1:{port}/"
-    process = await serve_console(settings, f"127.0.0.1:{port}")
-    try:
+    async with serving(settings, args=("--console", f"127.0.0.1:{port}")) as served:
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
         page = await open_page(browser, base)
@@ -245,11 +214,7 @@ async def test_the_page_shows_rate_limit_slots_in_use_then_their_release(
         status = await (await page.request.get(base + "status")).json()
         [provider] = [p for p in status["providers"] if p["name"] == "a"]
         assert provider["slots"] == {"inUse": 0, "limit": 2, "scope": "replica"}
-        code, _, stderr = await stop(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
 
 
@@ -265,8 +230,7 @@ async def test_beyond_loopback_a_missing_or_wrong_token_is_refused(
     settings = loopback_settings(PROVIDERS, sections=sections)
     port = free_port()
     env = {**os.environ, "CONSOLE_E2E_TOKEN": TOKEN}
-    process = await serve_console(settings, f"0.0.0.0:{port}", env=env)
-    try:
+    async with serving(settings, env, args=("--console", f"0.0.0.0:{port}")) as served:
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
         base = f"http://127.0.0.1:{port}/"
@@ -280,11 +244,7 @@ async def test_beyond_loopback_a_missing_or_wrong_token_is_refused(
         await expect(page.locator("#linktext")).to_have_text("live", timeout=PAGE_TIMEOUT_MS)
         await expect(page.locator('[data-server="srv"] [data-server-state]')).to_have_text("ready")
         assert TOKEN not in await page.content()
-        code, stdout, stderr = await stop(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, stdout, stderr = await served.stop()
     assert code == 0, stderr
     assert TOKEN not in stdout + stderr
 
@@ -294,7 +254,7 @@ async def test_serve_refuses_to_bind_beyond_loopback_without_a_token(
 ) -> None:
     settings = loopback_settings(PROVIDERS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCORE_")}
-    process = await serve_console(settings, f"0.0.0.0:{free_port()}", env=env)
+    process = await serve(settings, env, args=("--console", f"0.0.0.0:{free_port()}"))
     code, _, stderr = await finish(process)
     assert code == 2, stderr
     assert "console" in stderr and "not loopback" in stderr

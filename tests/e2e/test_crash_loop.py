@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from typing import Any
 
 import aiohttp
 from e2e_rig import PROVIDERS, settings_sections
-from e2e_support import TIMEOUT_S, Hub, finish, serve
+from e2e_support import TIMEOUT_S, Hub, serving
 
 from agentcore.testing import LoopbackServer
 
@@ -69,10 +68,9 @@ async def test_a_server_that_drops_every_session_is_reconnected_ever_later_and_r
     settings = loopback_settings(
         PROVIDERS, sections={**settings_sections(hub, {"srv": server}), **extra}
     )
-    process = await serve(settings)
-    ended: list[float] = []  # when the test closed each session
-    arrived: list[float] = []  # when each session reached the test
-    try:
+    async with serving(settings) as served:
+        ended: list[float] = []  # when the test closed each session
+        arrived: list[float] = []  # when each session reached the test
         for n in range(SESSIONS):
             session = await hub.next_session(timeout=TIMEOUT_S + MAX_S)
             arrived.append(time.monotonic())
@@ -86,12 +84,7 @@ async def test_a_server_that_drops_every_session_is_reconnected_ever_later_and_r
                 break
             ended.append(time.monotonic())
             await session.close()
-        process.send_signal(signal.SIGTERM)
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
 
     states = [

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_rig import PROVIDERS, settings_sections
-from e2e_support import AGENTCORE, REPO, TIMEOUT_S, Hub, finish, serve
+from e2e_support import AGENTCORE, REPO, TIMEOUT_S, Hub, finish, serving
 from otlp_receiver import GrpcReceiver, HttpReceiver, Received
 
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
@@ -206,8 +205,7 @@ async def test_serve_makes_the_mcpl_request_the_parent_of_its_inference(
         extra={"otel": otel_section(receiver, metrics_interval_s=0.2)},
     )
     settings = loopback_settings(PROVIDERS, sections=sections)
-    process = await serve(settings, env=clean_env())
-    try:
+    async with serving(settings, env=clean_env()) as served:
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
         messages = [{"role": "user", "content": "Hi"}]
@@ -218,12 +216,7 @@ async def test_serve_makes_the_mcpl_request_the_parent_of_its_inference(
         # Batched export: the spans come on the processor's schedule, while serve runs.
         received = receiver.received
         await received.wait_for(lambda: len(received.named("mcpl inference/request")) == 2)
-        process.send_signal(signal.SIGTERM)
-        code, stdout, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, stdout, stderr = await served.stop()
     assert code == 0, stderr
     parents = {
         s.attributes["mcpl.feature_set"]: s for s in received.named("mcpl inference/request")

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_rig import PROVIDERS, settings_sections
-from e2e_support import TIMEOUT_S, Hub, finish, serve
+from e2e_support import TIMEOUT_S, Hub, serving
 
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 
@@ -88,9 +87,8 @@ async def test_serve_never_sends_or_logs_a_configured_secret(
             "traces": {"jsonl": str(traces)},
         },
     )
-    process = await serve(settings)
-    answers: dict[tuple[str, bool, str], tuple[Any, dict[str, Any]]] = {}
-    try:
+    async with serving(settings) as served:
+        answers: dict[tuple[str, bool, str], tuple[Any, dict[str, Any]]] = {}
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
         for provider, feature in FEATURES.items():
@@ -104,12 +102,7 @@ async def test_serve_never_sends_or_logs_a_configured_secret(
                     }
                     rid = await session.request("inference/request", params)
                     answers[provider, stream, name] = (rid, (await session.answer(rid)).message)
-        process.send_signal(signal.SIGTERM)
-        code, stdout, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, stdout, stderr = await served.stop()
     assert code == 0, stderr
 
     # Every credential was sent to the provider, so each could be echoed.

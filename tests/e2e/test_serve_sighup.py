@@ -24,11 +24,10 @@ from e2e_support import (
     TIMEOUT_S,
     Hub,
     ServerScript,
-    finish,
     hold_policy_updates,
     rewrite_settings,
     routed_model_info,
-    serve,
+    serving,
     until,
 )
 
@@ -75,8 +74,7 @@ async def test_serve_applies_a_changed_grant_on_sighup(
             "traces": {"jsonl": str(log)},
         },
     )
-    process = await serve(settings)
-    try:
+    async with serving(settings) as served:
         session = await hub.next_session()
         await session.ready.wait()
         assert routed_model_info(await session.call("model/info", {}))
@@ -85,7 +83,7 @@ async def test_serve_applies_a_changed_grant_on_sighup(
         # Narrowing: refused from the Request on, while the receipt is still held.
         release = hold_policy_updates(session)
         rewrite_settings(settings, grant(["inferenceRequest", "inferenceRequest.streaming"]))
-        process.send_signal(signal.SIGHUP)
+        served.process.send_signal(signal.SIGHUP)
         await until(lambda: len(updates("featureSets/update")) == 2)
         assert (await session.call("model/info", {})).error == DENIED
         release.set()
@@ -93,26 +91,21 @@ async def test_serve_applies_a_changed_grant_on_sighup(
         # A file that no longer validates: nothing changes, and stderr says why.
         good = settings.read_text()
         settings.write_text(good.replace("grant = [", 'grant = "all"\nx = ['))
-        process.send_signal(signal.SIGHUP)
-        early = await read_stderr_until(process, "was not applied, nothing changed")
+        served.process.send_signal(signal.SIGHUP)
+        early = await read_stderr_until(served.process, "was not applied, nothing changed")
         settings.write_text(good)
 
         # Widening: refused until the receipt, allowed after it.
         release = hold_policy_updates(session)
         rewrite_settings(settings, grant(FULL_GRANT))
-        process.send_signal(signal.SIGHUP)
+        served.process.send_signal(signal.SIGHUP)
         await until(lambda: len(updates("featureSets/update")) == 3)
         assert (await session.call("model/info", {})).error == DENIED
         release.set()
         await until(lambda: log.read_text().count("mcpl:policy_change") == 2)
         assert routed_model_info(await session.call("model/info", {}))
 
-        process.send_signal(signal.SIGTERM)
-        code, stdout, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, stdout, stderr = await served.stop()
     assert code == 0, stderr
     assert stdout == ""
     stderr = early + stderr
@@ -149,28 +142,22 @@ async def test_serve_offers_a_refused_policy_again_on_a_later_sighup(
             "traces": {"jsonl": str(log)},
         },
     )
-    process = await serve(settings)
-    try:
+    async with serving(settings) as served:
         session = await hub.next_session()
         await session.ready.wait()
         accepting = session.script.receipt
         session.script.receipt = {"accepted": False, "fallback": "mcp-only", "reason": "no"}
         rewrite_settings(settings, grant(FULL_GRANT))
-        process.send_signal(signal.SIGHUP)
+        served.process.send_signal(signal.SIGHUP)
         await until(lambda: log.exists() and '"receipt": "refused"' in log.read_text())
         refused = await session.call("model/info", {})
         assert refused.error["data"] == {"capability": "modelInfo", "reason": "policy_refused"}
 
         session.script.receipt = accepting
-        process.send_signal(signal.SIGHUP)
+        served.process.send_signal(signal.SIGHUP)
         await until(lambda: '"receipt": "accepted"' in log.read_text())
         assert routed_model_info(await session.call("model/info", {}))
-        process.send_signal(signal.SIGTERM)
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
     offers = session.requests_of("featureSets/update")
     assert len(offers) == 3  # the initial one, the refused one, the one offered again
@@ -195,8 +182,7 @@ async def test_serve_follows_a_manifest_change_and_answers_push_events(
             "traces": {"jsonl": str(log)},
         },
     )
-    process = await serve(settings)
-    try:
+    async with serving(settings) as served:
         session = await hub.next_session()
         await session.ready.wait()
         push = {
@@ -221,12 +207,7 @@ async def test_serve_follows_a_manifest_change_and_answers_push_events(
         await until(lambda: log.exists() and "mcpl:manifest_change" in log.read_text())
         gone = await session.call("push/event", {**push, "eventId": "evt_2"})
         assert gone.error["code"] == -32003
-        process.send_signal(signal.SIGTERM)
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
     [receipt] = [
         t

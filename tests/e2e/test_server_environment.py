@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_rig import PROVIDERS, settings_sections
-from e2e_support import TIMEOUT_S, Hub, finish, serve, without_agentcore_env
+from e2e_support import TIMEOUT_S, Hub, finish, serve, serving, without_agentcore_env
 
 from agentcore.mcpl.environment import is_base_variable
 from agentcore.testing import API_KEY, LoopbackServer
@@ -71,16 +70,10 @@ async def test_a_stdio_server_sees_only_its_minimal_environment(
 ) -> None:
     passthrough = ["PASSED_VAR", "VIRTUAL_ENV", "SERVER_API_TOKEN", "NOT_SET_ANYWHERE"]
     settings = write_settings(hub, loopback_settings, passthrough)
-    process = await serve(settings, env=host_environment())
-    try:
+    async with serving(settings, env=host_environment()) as served:
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
-        process.send_signal(signal.SIGTERM)
-        code, stdout, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, stdout, stderr = await served.stop()
     assert code == 0, stderr
     seen = session.environ
     assert seen is not None

@@ -31,6 +31,7 @@ from e2e_support import (
     finish,
     pid_alive,
     serve,
+    serving,
     wait_gone,
     without_agentcore_env,
 )
@@ -197,19 +198,13 @@ async def test_serve_answers_in_flight_requests_when_signalled(
     tmp_path: Path,
     sig: signal.Signals,
 ) -> None:
-    process = await serve(serve_settings({"srv": hub.config("srv")}))
-    try:
+    async with serving(serve_settings({"srv": hub.config("srv")})) as served:
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
         loopback_provider.script(Scenario.stall("Partial ", keepalive_s=0.05), provider="a")
         rid = await session.request("inference/request", streamed())
         await first_chunk(session, rid)
-        process.send_signal(sig)
-        code, stdout, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, stdout, stderr = await served.stop(sig)
     assert code == 0, stderr
     assert stdout == ""
     assert (await session.answer(rid)).error == SHUTTING_DOWN
@@ -248,8 +243,7 @@ async def test_serve_exits_once_every_server_has_closed(
     settings = serve_settings({"memory": memory, "srv": hub.config("srv")})
     # The memory server's feature set is not routed by name; the default takes it.
     loopback_provider.script(Scenario.text("Alice likes mornings.", model="served-x"), provider="a")
-    process = await serve(settings)
-    try:
+    async with serving(settings) as served:
         session = await hub.next_session()
         await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
         log = tmp_path / "traces.jsonl"
@@ -260,13 +254,9 @@ async def test_serve_exits_once_every_server_has_closed(
         loopback_provider.script(Scenario.text("Still here."), provider="a")
         answer = await session.infer({**streamed(), "stream": False})
         assert answer.result["content"] == "Still here."
-        assert process.returncode is None
+        assert served.process.returncode is None
         await session.close()
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.finish()
     assert code == 0, stderr
     assert (
         "mcpl server memory stderr: summary (end_turn, served-x): Alice likes mornings." in stderr
@@ -325,8 +315,9 @@ async def test_serve_signalled_while_a_server_is_stuck_at_start_up(
     # "stuck" never answers initialize (the handshake would wait 30 s); "ok" is ready.
     # A signal must not wait for the handshake: serve still exits 0 within 10 s.
     hub.scripts["stuck"] = ServerScript(answer_initialize=False)
-    process = await serve(serve_settings({"stuck": hub.config("stuck"), "ok": hub.config("ok")}))
-    try:
+    async with serving(
+        serve_settings({"stuck": hub.config("stuck"), "ok": hub.config("ok")})
+    ) as served:
         sessions = {}
         for _ in range(2):
             session = await hub.next_session()
@@ -339,12 +330,7 @@ async def test_serve_signalled_while_a_server_is_stuck_at_start_up(
         loopback_provider.script(Scenario.text("Served meanwhile."), provider="a")
         answer = await sessions["ok"].infer({**streamed(), "stream": False})
         assert answer.result["content"] == "Served meanwhile."
-        process.send_signal(signal.SIGTERM)
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
     for session in sessions.values():
         await session.wait_closed()
@@ -448,15 +434,9 @@ async def test_host_close_lets_a_stdio_server_run_its_cleanup(
 async def test_serve_lets_a_stdio_server_run_its_cleanup_when_signalled(
     lifespan_settings: Callable[..., Path], tmp_path: Path
 ) -> None:
-    process = await serve(lifespan_settings())
-    try:
+    async with serving(lifespan_settings()) as served:
         await serving_pid(tmp_path)
-        process.send_signal(signal.SIGTERM)
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
     assert (tmp_path / "marker").read_text() == "cleaned up"
     assert "mcpl server lifespan: exited with 0" in stderr
@@ -467,23 +447,16 @@ async def test_serve_still_exits_in_time_when_a_server_ignores_eof_and_sigterm(
     lifespan_settings: Callable[..., Path], tmp_path: Path
 ) -> None:
     # The default grace: closing stdin, SIGTERM and SIGKILL all fit in serve's 10 s.
-    process = await serve(
-        lifespan_settings(
-            env={
-                "LIFESPAN_READY": str(tmp_path / "ready"),
-                "LIFESPAN_MARKER": str(tmp_path / "marker"),
-                "LIFESPAN_STUBBORN": "1",
-            }
-        )
+    settings = lifespan_settings(
+        env={
+            "LIFESPAN_READY": str(tmp_path / "ready"),
+            "LIFESPAN_MARKER": str(tmp_path / "marker"),
+            "LIFESPAN_STUBBORN": "1",
+        }
     )
-    try:
+    async with serving(settings) as served:
         pid = await serving_pid(tmp_path)
-        process.send_signal(signal.SIGTERM)
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
     assert "after its stdin closed; sending SIGTERM" in stderr
     assert "after SIGTERM; sending SIGKILL" in stderr
@@ -518,8 +491,7 @@ async def test_serve_from_another_directory_takes_relative_paths_from_the_settin
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    process = await serve(Path("..") / "deploy" / settings.name, cwd=elsewhere)
-    try:
+    async with serving(Path("..") / "deploy" / settings.name, cwd=elsewhere) as served:
         sessions = {}
         for _ in servers:
             session = await hub.next_session()
@@ -533,11 +505,7 @@ async def test_serve_from_another_directory_takes_relative_paths_from_the_settin
         assert answer.result["content"] == "Found it."
         for session in sessions.values():
             await session.close()
-        code, _, stderr = await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        code, _, stderr = await served.finish()
     assert code == 0, stderr
     assert "mcpl:inference_complete" in (deploy / "traces.jsonl").read_text()
     assert list(elsewhere.iterdir()) == []

@@ -10,9 +10,7 @@ log; what ``serve`` said, from its stderr and its traces file.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 
 import pytest
 from e2e_rig import PROVIDERS, RETRY, ROUTING
-from e2e_support import TIMEOUT_S, finish, serve, until
+from e2e_support import TIMEOUT_S, serving, until
 
 from agentcore.testing import LoopbackServer, Scenario
 
@@ -128,17 +126,6 @@ def settings(
     return path, traces
 
 
-async def stop(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
-    try:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-        return await finish(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
 def traced(traces: Path, kind: str) -> list[dict[str, Any]]:
     events = [json.loads(line) for line in traces.read_text().splitlines()]
     return [e for e in events if e["type"] == kind]
@@ -166,11 +153,9 @@ async def test_a_0_4_server_gets_mcpl_in_its_own_version(
     ]
     table, server = server_config(tmp_path, actions)
     path, traces = settings(loopback_settings, tmp_path, table)
-    process = await serve(path)
-    try:
+    async with serving(path) as served:
         await server.finished()
-    finally:
-        code, _, stderr = await stop(process)
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
 
     # 0.4's featureSets/update: a Notification with enabled and disabled only; never 0.5's
@@ -231,11 +216,9 @@ async def test_a_server_that_takes_no_policy_is_not_called_ready_or_refused(
     actions = [["push/event", PUSH]]
     table, server = server_config(tmp_path, actions, version="0.5", start_on="featureSets/update")
     path, traces = settings(loopback_settings, tmp_path, table)
-    process = await serve(path)
-    try:
+    async with serving(path) as served:
         await server.finished()
-    finally:
-        code, _, stderr = await stop(process)
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
 
     [update] = server.received("featureSets/update")
@@ -273,14 +256,12 @@ async def test_a_request_the_client_gave_up_on_is_not_worked_on_past_its_deadlin
     # 2 s: long enough that a loaded machine still makes the first provider call before it.
     table, server = server_config(tmp_path, actions, deadline_s=2.0)
     path, traces = settings(loopback_settings, tmp_path, table, retry=retry)
-    process = await serve(path)
-    try:
+    async with serving(path) as served:
         await until(lambda: server.events("answer"))
         calls_at_answer = len(loopback_provider.calls)
         await server.finished()
         calls_after = len(loopback_provider.calls)
-    finally:
-        code, _, stderr = await stop(process)
+        code, _, stderr = await served.stop()
     assert code == 0, stderr
 
     assert server.outcome(0)["response"]["error"] == {

@@ -11,10 +11,8 @@ WebSocket), routed to the loopback provider.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import signal
 import sys
 import textwrap
 from collections.abc import Callable
@@ -23,7 +21,7 @@ from typing import Any
 
 import pytest
 from e2e_rig import RigFactory
-from e2e_support import HOSTILE_SERVER, finish, serve, until, without_agentcore_env
+from e2e_support import HOSTILE_SERVER, Served, serving, until, without_agentcore_env
 
 from agentcore.testing import LoopbackServer, Scenario
 
@@ -94,10 +92,9 @@ def traces(path: Path, type_: str) -> list[dict[str, Any]]:
     return [e for e in events if e["type"] == type_]
 
 
-async def stop(process: asyncio.subprocess.Process) -> str:
+async def stop(served: Served) -> str:
     """SIGTERM, then the exit within serve's documented 10 s (`finish`), 0; its log."""
-    process.send_signal(signal.SIGTERM)
-    code, _, stderr = await finish(process)
+    code, _, stderr = await served.stop()
     assert code == 0, stderr
     return stderr
 
@@ -111,12 +108,10 @@ async def test_an_event_id_flood_is_refused_and_duplicates_still_deduplicated(
         {"a": "anthropic"},
         sections={"mcpl": {"servers": {"flood": hostile("flood", report)}}},
     )
-    process = await serve(settings, env)
-    try:
+    async with serving(settings, env) as served:
         await until(report.exists, timeout=120.0)
-        rss = peak_rss_kb(process.pid)
-    finally:
-        stderr = await stop(process)
+        rss = peak_rss_kb(served.process.pid)
+        stderr = await stop(served)
     answers = json.loads(report.read_text())["answers"]
     assert len(answers) == FLOOD + 3
     for rid in range(100, 100 + FLOOD):
@@ -166,8 +161,7 @@ async def test_a_server_that_never_reads_is_bounded_and_closed(
     # then holds its connection open until the host leaves.
     loopback_provider.default = Scenario.stall("".join(f"w{i} " for i in range(4000)))
     env = without_agentcore_env()
-    process = await serve(settings, env)
-    try:
+    async with serving(settings, env) as served:
         await until(lambda: hog_report.exists() and stuck_report.exists())
         limits = lambda: traces(jsonl, "mcpl:limit")  # noqa: E731
         # hog: 16 refused at once (4 in flight), then closed past its byte bound.
@@ -180,9 +174,8 @@ async def test_a_server_that_never_reads_is_bounded_and_closed(
         )
         # stuck: its 4 streams stay in flight, each holding one provider call.
         await until(lambda: loopback_provider.in_flight == 4)
-        rss = peak_rss_kb(process.pid)
-    finally:
-        stderr = await stop(process)
+        rss = peak_rss_kb(served.process.pid)
+        stderr = await stop(served)
     refused = [t for t in limits() if t["limit"] == "max_requests_in_flight"]
     assert sorted(t["requestId"] for t in refused if t["serverId"] == "hog") == list(
         range(104, 120)

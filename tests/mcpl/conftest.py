@@ -12,7 +12,6 @@ import pytest
 from loguru import logger
 
 SERVERS = Path(__file__).parent / "servers"
-sys.path.insert(0, str(Path(__file__).parent))  # for the fuzz rig (fuzz_rig.py)
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from aiohttp import web
 
 from agentcore.api import BulkFetcher, BulkReference, BulkSettings, SettingsError
 from agentcore.mcpl.bulk import read_reference
-from agentcore.mcpl.bulk_fetch import _CheckedConnector, sha256_digest
+from agentcore.mcpl.bulk_fetch import sha256_digest
+from agentcore.mcpl.bulk_http import CheckedConnector
 from agentcore.settings import load_settings
 
 BODY = b"the payload"
@@ -190,7 +191,7 @@ async def test_the_connected_peer_is_checked_before_the_request_is_written(origi
         seen.append(transport.get_extra_info("peername")[0])
         raise RefusedForTest
 
-    connector = _CheckedConnector(refuse)
+    connector = CheckedConnector(refuse)
     async with aiohttp.ClientSession(connector=connector) as session:
         with pytest.raises(RefusedForTest):
             await session.get(f"{origin.url}/p")

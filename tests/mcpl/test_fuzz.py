@@ -1,12 +1,13 @@
 """The MCPL fuzz in `make test` (the rig, its oracle and the rules it checks:
-`fuzz_rig.py`), and what the fuzz found, each pinned by a test of its own."""
+`agentcore.testing.fuzz`), and what the fuzz found, each pinned by a test of its own."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 import pytest
-from fuzz_rig import (
+
+from agentcore.testing.fuzz import (
     CI_EXAMPLES,
     INTERNAL_ERROR,
     INVALID_PARAMS,

@@ -8,27 +8,44 @@ the kernel's streaming driver (`HTTPProvider`), and declares its own settings ke
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentcore.api import HTTPProvider, InferenceSettings, ProviderSettings, hookimpl
+from agentcore.api import InferenceSettings, ProviderSettings, hookimpl
 from agentcore_bedrock.settings import BedrockSettings
-from agentcore_bedrock.wire import BedrockWire
+
+# The provider (aiohttp's driver, botocore's signer and decoder) is imported when the first
+# Bedrock provider is made: loading the plugin for a deployment that has none costs nothing.
+if TYPE_CHECKING:
+    from agentcore_bedrock.provider import BedrockProvider
 
 __all__ = ["BedrockPlugin", "BedrockProvider", "BedrockSettings"]
 
 
-class BedrockProvider(HTTPProvider):
+class BedrockKind:
+    """The factory of ``kind = "bedrock"``: declares the kind's settings model now, and
+    imports the provider when it first makes one."""
+
     kind = "bedrock"
     settings_model = BedrockSettings
-    """The kind's own keys (``region``, ``auth``, ...): the kernel validates its sections."""
 
-    def __init__(self, name: str, config: ProviderSettings, inference: InferenceSettings) -> None:
-        if not isinstance(config, BedrockSettings):  # a kernel loaded without this plugin's kind
-            config = BedrockSettings.model_validate(config.model_dump())
-        super().__init__(name, config, BedrockWire(name, config, inference))
+    def __call__(
+        self, name: str, config: ProviderSettings, inference: InferenceSettings
+    ) -> BedrockProvider:
+        from agentcore_bedrock.provider import BedrockProvider
+
+        return BedrockProvider(name, config, inference)
 
 
 class BedrockPlugin:
     @hookimpl
     def agentcore_provider_kinds(self) -> Mapping[str, Any]:
-        return {"bedrock": BedrockProvider}
+        return {"bedrock": BedrockKind()}
+
+
+def __getattr__(name: str) -> Any:
+    """`BedrockProvider`, still importable from here, loaded on first use."""
+    if name == "BedrockProvider":
+        from agentcore_bedrock import provider
+
+        return provider.BedrockProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 from opentelemetry.util.re import parse_env_headers
@@ -40,16 +40,18 @@ from agentcore.api import (
     register_secret,
     url_problem,
 )
-from agentcore_otel.recorder import VENDORS, Recorder
 
-# The SDK is imported where it is used, once an export is on: importing it costs every
-# `agentcore` start a noticeable time, and without an endpoint nothing needs it.
+# The SDK, and the OpenTelemetry API the recorder uses, are imported where they are used,
+# once an export is on: importing them costs every `agentcore` start a noticeable time and
+# several MB, and without an endpoint nothing needs them.
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
+
+    from agentcore_otel.recorder import VENDORS, Recorder
 
 Protocol = Literal["http/protobuf", "grpc"]
 
@@ -236,6 +238,8 @@ class OtelExport:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
+        from agentcore_otel.recorder import Recorder
+
         route_sdk_logs()
         processor: SpanProcessor | None = None
         reader: MetricReader | None = self._metric_reader
@@ -318,6 +322,15 @@ async def _on_thread(work: Callable[[], None], timeout_s: float) -> None:
         await asyncio.wait_for(asyncio.shield(done), timeout_s)
     except TimeoutError:
         logger.warning("otel: the last export did not finish within {} s", timeout_s)
+
+
+def __getattr__(name: str) -> Any:
+    """`VENDORS` and `Recorder`, still importable from here, loaded on first use."""
+    if name in ("VENDORS", "Recorder"):
+        from agentcore_otel import recorder
+
+        return getattr(recorder, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

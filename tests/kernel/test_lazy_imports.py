@@ -1,0 +1,67 @@
+"""A host imports only what its run uses (issue 24: `serve`'s idle memory).
+
+aiohttp (WebSocket MCPL servers, HTTP providers), pydantic-settings (``AGENTCORE_*``
+overrides) and the OpenTelemetry API and SDK (an export) are each several MB of a
+process's memory; a kernel with every default plugin, started with stdio servers only,
+no override and no export, must not have loaded them. Each check runs in a fresh
+interpreter, as `serve` does: this one has imported all of them already.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+LAZY = ("aiohttp", "pydantic_settings", "opentelemetry.trace", "opentelemetry.sdk")
+
+PROBE = """
+import asyncio, json, sys
+from agentcore.kernel import Kernel
+import agentcore.mcpl.host  # what `serve` imports to run the MCPL host
+
+async def main() -> None:
+    kernel = Kernel.load(sys.argv[1])
+    await kernel.start()
+    await kernel.stop()
+
+asyncio.run(main())
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded(settings: Path, environ: dict[str, str]) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(settings)],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def clean_env() -> dict[str, str]:
+    return {
+        k: v for k, v in os.environ.items() if not k.upper().startswith(("AGENTCORE_", "OTEL_"))
+    }
+
+
+def test_a_plain_start_leaves_the_heavy_libraries_unloaded(tmp_path: Path) -> None:
+    settings = tmp_path / "agentcore.toml"
+    settings.write_text("[inference]\nrequest_timeout_s = 30\n")
+    modules = loaded(settings, clean_env())
+    assert "agentcore_otel" in modules  # the default plugins did load
+    assert not {name for name in LAZY if name in modules}
+
+
+def test_an_override_still_loads_what_parses_it(tmp_path: Path) -> None:
+    """The probe can fail: an ``AGENTCORE_*`` override brings pydantic-settings in."""
+    settings = tmp_path / "agentcore.toml"
+    settings.write_text("")
+    environ = {**clean_env(), "AGENTCORE_INFERENCE__REQUEST_TIMEOUT_S": "30"}
+    assert "pydantic_settings" in loaded(settings, environ)

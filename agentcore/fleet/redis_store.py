@@ -4,7 +4,8 @@ concurrent calls start in the same turn of the event loop go to Redis together, 
 pipeline: one round trip for a burst of admissions, not one each (most of a round trip's
 cost is redis-py's and the socket's, per command and per send, not Redis's).
 
-Keys, under ``[fleet] key_prefix`` (P): ``P:hold:KEY`` (a hash: until, since, reason,
+Keys, under ``[fleet] key_prefix`` as a hash tag (P = ``{PREFIX}``, `key_space`, so one
+script's keys share one Redis Cluster slot): ``P:hold:KEY`` (a hash: until, since, reason,
 linger, probe, probe_at, in ms of Redis's clock), ``P:slots:KEY`` (a sorted set: holder by lease
 end), ``P:window:KEY`` (a sorted set: take by time). Every key carries a TTL, so what a
 dead replica left behind goes by itself. A change that frees waiters is published on
@@ -13,7 +14,8 @@ local waiters, and a lost subscription is made again (waking everyone to re-read
 
 redis-py's own retries are off: an unreachable Redis is `FleetUnavailable` at once, and
 the policy decides (``on_store_error``). The pool reconnects at the next command, so a
-Redis that comes back is used again with no restart.
+Redis that comes back is used again with no restart. Which Redis (one, TLS, sentinel,
+cluster) and how the client is made: `agentcore.fleet.redis_connect`.
 """
 
 from __future__ import annotations
@@ -21,26 +23,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import urllib.parse
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
-import redis.asyncio as aioredis
 from loguru import logger
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain, key_space
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
+from agentcore.settings import FleetSettings
 
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
-POOL_SIZE = 64
-"""Connections to Redis per kernel; more calls at once wait for one (each op is one short
-script, so a few dozen connections serve hundreds of concurrent calls)."""
 RESUBSCRIBE_S = 0.5
 """After the subscription is lost, the next try comes after this (jittered)."""
 
@@ -173,17 +170,6 @@ _Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]
 """A script to run, its keys and arguments, and where its reply goes."""
 
 
-def describe_url(url: str) -> str:
-    """``redis at HOST:PORT/DB`` (or the socket path): where, never who or with what."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "unix":
-        return f"redis at {parts.path}"
-    host = parts.hostname or "localhost"
-    port = parts.port or 6379
-    db = parts.path.strip("/") or "0"
-    return f"redis at {host}:{port}/{db}"
-
-
 def _ms(seconds: float) -> int:
     return max(0, round(seconds * 1000))
 
@@ -202,27 +188,19 @@ class RedisFleetStore:
 
     def __init__(
         self,
-        url: str,
+        url: str | RedisConnection,
         *,
         key_prefix: str = "agentcore",
         timeout_s: float = 1.0,
         on_store_error: StoreErrorPolicy = "closed",
     ) -> None:
-        self.description = describe_url(url)
+        if isinstance(url, str):  # one Redis at a URL, the rest of [fleet] as defaults
+            defaults = FleetSettings(backend="redis", redis_url=url, timeout_s=timeout_s)
+            url = connect_url(url, defaults)
+        self.description = url.description
         self.on_store_error: StoreErrorPolicy = on_store_error
-        self._prefix = key_prefix
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=POOL_SIZE,
-            # A busy pool is not an unreachable Redis: a call waits for a free connection
-            # (each one's commands are cut at timeout_s, so the wait is bounded by them).
-            timeout=None,
-            decode_responses=True,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),
-        )
-        self._client = aioredis.Redis(connection_pool=pool)
+        self._prefix = key_space(key_prefix)
+        self._client = url.client
         register = self._client.register_script
         self._hold_get = register(_HOLD_GET)
         self._hold_set = register(_HOLD_SET)
@@ -262,8 +240,9 @@ class RedisFleetStore:
         except UNREACHABLE as exc:
             if self._reachable:
                 self._reachable = False
-                logger.warning("the fleet store ({}) is unreachable: {}", self.description, exc)
-            raise FleetUnavailable(redact(f"{type(exc).__name__}: {exc}")) from exc
+                why = explain(exc)
+                logger.warning("the fleet store ({}) is unreachable: {}", self.description, why)
+            raise FleetUnavailable(redact(explain(exc))) from exc
         if not self._reachable:
             self._reachable = True
             logger.info("the fleet store ({}) is reachable again", self.description)

@@ -9,9 +9,12 @@ which routes each script to the node of its keys' slot. TLS, the ACL user and th
 password apply to every node alike. redis-py's own retries are off everywhere (the
 store's policy decides, ``on_store_error``); a cluster still follows MOVED and ASK.
 
-Pub/sub needs nothing per deployment: a plain PUBLISH reaches every subscriber of a
-cluster whichever node it was published on, and a subscription lost to a failover is
-made again by the store's listener (`RedisFleetStore._listen`), on the new primary.
+Pub/sub: a plain PUBLISH reaches every subscriber of a cluster whichever node it was
+published on. A sentinel failover needs following (`SentinelFollower`): the old primary
+keeps taking writes for seconds after the sentinels promote another (until they demote it),
+so connections still open to it would split the fleet in two. On the sentinels'
+``+switch-master`` the client drops every connection, in use or not, and the store makes
+its subscription again (`RedisConnection.follow`), on the new primary.
 
 Every key of one script must hash to one slot of a cluster: `key_space` is the one
 place that says how (see its docstring).
@@ -19,8 +22,12 @@ place that says how (see its docstring).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import random
 import ssl
 import urllib.parse
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +37,15 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentcore.settings import FleetSettings
 from agentcore.settings_redis import split_address
 
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+RESUBSCRIBE_S = 0.5
+"""After a subscription is lost, the next try comes after this (jittered)."""
 POOL_SIZE = 64
 """Connections to one Redis per kernel (``redis``); more calls at once wait for one (each
 op is one short script, so a few dozen connections serve hundreds of concurrent calls)."""
@@ -46,6 +58,9 @@ class RedisConnection:
     client: Any
     """`redis.asyncio.Redis` or `redis.asyncio.RedisCluster` (the store's surface of both)."""
     description: str
+    follow: Callable[[Callable[[], None]], Coroutine[Any, Any, None]] | None = None
+    """Sentinel: run for as long as the client is used, calling its argument after each
+    failover, once every connection to the old primary is dropped."""
 
 
 def key_space(key_prefix: str) -> str:
@@ -146,7 +161,59 @@ def _sentinel(settings: FleetSettings) -> RedisConnection:
     client = manager.master_for(service, redis_class=aioredis.Redis, **_tls(settings))
     where = ", ".join(settings.sentinels)
     tls = " (TLS)" if settings.tls_on else ""
-    return RedisConnection(client, f"redis primary {service!r} of the sentinels at {where}{tls}")
+    description = f"redis primary {service!r} of the sentinels at {where}{tls}"
+    return RedisConnection(client, description, SentinelFollower(manager, service, client).run)
+
+
+class SentinelFollower:
+    """Follows the failovers of one service: a subscription to ``+switch-master`` on every
+    sentinel (any may announce it). The first to announce a new primary is asked first from
+    then on (the others may name the old one for a moment, until their next hello), and
+    every connection of the client is dropped, so the next command asks for the primary
+    again. Lost subscriptions are made again (jittered)."""
+
+    def __init__(self, manager: Sentinel, service: str, client: aioredis.Redis) -> None:
+        self._manager = manager
+        self._service = service
+        self._client = client
+        self._primary: tuple[str, int] | None = None
+
+    async def run(self, switched: Callable[[], None]) -> None:
+        await asyncio.gather(*(self._watch(s, switched) for s in list(self._manager.sentinels)))
+
+    async def _watch(self, sentinel: aioredis.Redis, switched: Callable[[], None]) -> None:
+        while True:
+            pubsub = sentinel.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe("+switch-master")
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                    if message is not None and message.get("type") == "message":
+                        await self._announced(sentinel, str(message["data"]), switched)
+            except UNREACHABLE:
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            await asyncio.sleep(RESUBSCRIBE_S * random.uniform(0.5, 1.5))
+
+    async def _announced(
+        self, sentinel: aioredis.Redis, data: str, switched: Callable[[], None]
+    ) -> None:
+        """``SERVICE OLD-HOST OLD-PORT NEW-HOST NEW-PORT``, from `sentinel`."""
+        parts = data.split()
+        if len(parts) != 5 or parts[0] != self._service or not parts[4].isdigit():
+            return
+        primary = (parts[3], int(parts[4]))
+        if primary == self._primary:
+            return  # another sentinel announcing the same switch
+        self._primary = primary
+        sentinels = self._manager.sentinels
+        if sentinel in sentinels:
+            sentinels.remove(sentinel)
+            sentinels.insert(0, sentinel)
+        await self._client.connection_pool.disconnect(inuse_connections=True)
+        switched()
 
 
 def _cluster(settings: FleetSettings) -> RedisConnection:

@@ -28,18 +28,19 @@ from typing import Any, TypeAlias
 
 from loguru import logger
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain, key_space
+from agentcore.fleet.redis_connect import (
+    RESUBSCRIBE_S,
+    UNREACHABLE,
+    RedisConnection,
+    connect_url,
+    explain,
+    key_space,
+)
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
 from agentcore.settings import FleetSettings
-
-UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
-RESUBSCRIBE_S = 0.5
-"""After the subscription is lost, the next try comes after this (jittered)."""
 
 _NOW = """
 local t = redis.call('TIME')
@@ -201,6 +202,9 @@ class RedisFleetStore:
         self.on_store_error: StoreErrorPolicy = on_store_error
         self._prefix = key_space(key_prefix)
         self._client = url.client
+        self._follow = url.follow
+        self._follower: asyncio.Task[None] | None = None
+        """Sentinel: follows failovers (`redis_connect.SentinelFollower`), from the first op."""
         register = self._client.register_script
         self._hold_get = register(_HOLD_GET)
         self._hold_set = register(_HOLD_SET)
@@ -227,6 +231,8 @@ class RedisFleetStore:
     async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         """Run one script, sent with every other started in this turn of the event loop (see
         `_send`); an unreachable Redis is `FleetUnavailable` (logged once per outage)."""
+        if self._follow is not None and self._follower is None and not self._closed:
+            self._follower = asyncio.create_task(self._follow(self._switched), name="failovers")
         if self._batch is None:
             self._batch = []
             # Its first step runs in the next turn, after every task ready in this one.
@@ -362,6 +368,15 @@ class RedisFleetStore:
         for event in events.values():
             event.set()
 
+    def _switched(self) -> None:
+        """The primary changed: subscribe again, on the new one (the old subscription may
+        live on, on a primary nobody publishes to any more), and wake every waiter."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            self._listener = asyncio.create_task(self._listen(), name="fleet store wake-ups")
+        self._wake_all()
+
     async def _listen(self) -> None:
         """Hold one pattern subscription to every wake channel, making it again when lost;
         losing it and making it again wake every waiter, since messages may have been missed."""
@@ -390,11 +405,12 @@ class RedisFleetStore:
 
     async def aclose(self) -> None:
         self._closed = True
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await listener
+        for task in (self._listener, self._follower):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._listener = self._follower = None
         self._wake_all()
         if self._sending:  # scripts already on their way (a slot's release) get their replies
             await asyncio.wait(set(self._sending))

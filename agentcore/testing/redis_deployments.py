@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import time
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import redis
 
@@ -154,9 +154,9 @@ class SentinelDeployment(_Deployment):
         return self
 
     def primary_address(self) -> tuple[str, int]:
-        client = _client(self.watchers[0])
+        client: Any = _client(self.watchers[0])
         try:
-            host, port = client.sentinel_get_master_addr_by_name(SERVICE)
+            host, port = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
             return str(host), int(port)
         finally:
             client.close()
@@ -166,7 +166,7 @@ class SentinelDeployment(_Deployment):
         the primary the sentinels name and takes writes; returns the new primary."""
         old = self.primary_address()
         new = self.replica if old[1] == self.primary.port else self.primary
-        client = _client(self.watchers[0])
+        client: Any = _client(self.watchers[0])
         try:
             client.execute_command("SENTINEL", "FAILOVER", SERVICE)
         finally:

@@ -16,8 +16,8 @@ so connections still open to it would split the fleet in two. On the sentinels'
 ``+switch-master`` the client drops every connection, in use or not, and the store makes
 its subscription again (`RedisConnection.follow`), on the new primary.
 
-Every key of one script must hash to one slot of a cluster: `key_space` is the one
-place that says how (see its docstring).
+Every key of one script must hash to one slot of a cluster: `RedisFleetStore._key` is the
+one place that says how (one ``{key_prefix}`` hash tag for every key of a fleet).
 """
 
 from __future__ import annotations
@@ -36,16 +36,13 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
-from redis.exceptions import AuthenticationError, ResponseError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from agentcore.settings import FleetSettings
 from agentcore.settings_redis import split_address
 
-UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
-RESUBSCRIBE_S = 0.5
-"""After a subscription is lost, the next try comes after this (jittered)."""
+FOLLOW_RETRY_S = 0.5
+"""After a sentinel subscription is lost, the next try comes after this (jittered)."""
 POOL_SIZE = 64
 """Connections to one Redis per kernel (``redis``); more calls at once wait for one (each
 op is one short script, so a few dozen connections serve hundreds of concurrent calls)."""
@@ -61,19 +58,6 @@ class RedisConnection:
     follow: Callable[[Callable[[], None]], Coroutine[Any, Any, None]] | None = None
     """Sentinel: run for as long as the client is used, calling its argument after each
     failover, once every connection to the old primary is dropped."""
-
-
-def key_space(key_prefix: str) -> str:
-    """What every key and channel of the store starts with: `key_prefix` as a Redis Cluster
-    hash tag (``{agentcore}``), on every backend alike.
-
-    One tag per prefix puts every key of a fleet in one slot, so a script may touch any of
-    them (a hold, a provider's slots and window, a budget's server and provider scopes)
-    and stay single-slot (Redis Cluster's rule for scripts). The price: one fleet's keys
-    live on one primary, which is fine for a store of a few small keys per provider and
-    one short script per call; fleets with different prefixes spread over the cluster.
-    """
-    return "{" + key_prefix + "}"
 
 
 def describe_url(url: str) -> str:
@@ -190,12 +174,12 @@ class SentinelFollower:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
                     if message is not None and message.get("type") == "message":
                         await self._announced(sentinel, str(message["data"]), switched)
-            except UNREACHABLE:
+            except (RedisError, OSError):  # that sentinel is gone for now: try it again later
                 pass
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
-            await asyncio.sleep(RESUBSCRIBE_S * random.uniform(0.5, 1.5))
+            await asyncio.sleep(FOLLOW_RETRY_S * random.uniform(0.5, 1.5))
 
     async def _announced(
         self, sentinel: aioredis.Redis, data: str, switched: Callable[[], None]
@@ -266,5 +250,4 @@ __all__ = [
     "connect_url",
     "describe_url",
     "explain",
-    "key_space",
 ]

@@ -4,13 +4,14 @@ concurrent calls start in the same turn of the event loop go to Redis together, 
 pipeline: one round trip for a burst of admissions, not one each (most of a round trip's
 cost is redis-py's and the socket's, per command and per send, not Redis's).
 
-Keys, under ``[fleet] key_prefix`` as a hash tag (P = ``{PREFIX}``, `key_space`, so one
+Keys, under ``[fleet] key_prefix`` as a hash tag (P = ``{PREFIX}``, `_key`, so one
 script's keys share one Redis Cluster slot): ``P:hold:KEY`` (a hash: until, since, reason,
 linger, probe, probe_at, in ms of Redis's clock), ``P:slots:KEY`` (a sorted set: holder by lease
 end), ``P:window:KEY`` (a sorted set: take by time). Every key carries a TTL, so what a
 dead replica left behind goes by itself. A change that frees waiters is published on
-``P:wake:KEY`` by the script that made it; one pattern subscription per store wakes the
-local waiters, and a lost subscription is made again (waking everyone to re-read).
+``PREFIX:wake:KEY`` (no tag: a channel is in no slot) by the script that made it; one
+pattern subscription per store wakes the local waiters, and a lost subscription is made
+again (waking everyone to re-read).
 
 redis-py's own retries are off: an unreachable Redis is `FleetUnavailable` at once, and
 the policy decides (``on_store_error``). The pool reconnects at the next command, so a
@@ -28,19 +29,18 @@ from typing import Any, TypeAlias
 
 from loguru import logger
 from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from agentcore.fleet.redis_connect import (
-    RESUBSCRIBE_S,
-    UNREACHABLE,
-    RedisConnection,
-    connect_url,
-    explain,
-    key_space,
-)
+from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
 from agentcore.settings import FleetSettings
+
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+RESUBSCRIBE_S = 0.5
+"""After the subscription is lost, the next try comes after this (jittered)."""
 
 _NOW = """
 local t = redis.call('TIME')
@@ -200,7 +200,7 @@ class RedisFleetStore:
             url = connect_url(url, defaults)
         self.description = url.description
         self.on_store_error: StoreErrorPolicy = on_store_error
-        self._prefix = key_space(key_prefix)
+        self._prefix = key_prefix
         self._client = url.client
         self._follow = url.follow
         self._follower: asyncio.Task[None] | None = None
@@ -223,7 +223,10 @@ class RedisFleetStore:
         self._reachable = True
 
     def _key(self, kind: str, key: str) -> str:
-        return f"{self._prefix}:{kind}:{key}"
+        """Every key carries the hash tag ``{PREFIX}``: one call's claim set (a budget's
+        server and provider scopes included) is one slot on Redis Cluster, so each script
+        stays single-slot (docs/architecture.md, "The admission step")."""
+        return f"{{{self._prefix}}}:{kind}:{key}"
 
     def _wake_channel(self, key: str) -> str:
         return f"{self._prefix}:wake:{key}"

@@ -34,7 +34,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
@@ -223,6 +223,8 @@ def explain(exc: BaseException) -> str:
     said = f"{type(exc).__name__}: {exc}"
     cause = exc.__cause__ or exc.__context__
     text = f"{said} {cause}" if cause is not None else said
+    if isinstance(exc, MasterNotFoundError):
+        return _no_primary(exc, text)
     if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text:
         return (
             "TLS: the server's certificate was not accepted (check [fleet] tls_ca_file, and "
@@ -241,6 +243,18 @@ def explain(exc: BaseException) -> str:
     if isinstance(exc, ResponseError) and "NOPERM" in text:
         return f"the Redis user may not run the store's commands (its ACL): {said}"
     return said
+
+
+def _no_primary(exc: MasterNotFoundError, text: str) -> str:
+    """No sentinel named the primary. redis-py's message holds every sentinel client's
+    repr; what matters is the first part, and whether the sentinels refused the login."""
+    said = str(exc).split(" : ", 1)[0]
+    if "AuthenticationError" in text or "WRONGPASS" in text or "NOAUTH" in text:
+        return (
+            "the sentinels refused the login (check [fleet] sentinel_username and the "
+            f"variable sentinel_password_env names): {said}"
+        )
+    return f"no sentinel named the primary (check [fleet] sentinels and sentinel_service): {said}"
 
 
 __all__ = [

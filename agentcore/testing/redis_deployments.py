@@ -49,8 +49,8 @@ def _redis_cli() -> str:
     return found
 
 
-def _client(server: RedisServer) -> redis.Redis:
-    return redis.Redis(host="127.0.0.1", port=server.port, decode_responses=True)
+def _client(server: RedisServer, password: str | None = None) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=server.port, password=password, decode_responses=True)
 
 
 class _Deployment:
@@ -117,11 +117,17 @@ class ClusterDeployment(_Deployment):
 
 class SentinelDeployment(_Deployment):
     """A primary, its replica, and three sentinels monitoring them as `SERVICE`;
-    `sentinels` is ``[fleet] sentinels``."""
+    `sentinels` is ``[fleet] sentinels``. `password`: the primary's and the replica's
+    (``requirepass``); `sentinel_password`: the sentinels' own."""
 
-    def __init__(self) -> None:
-        self.primary = RedisServer()
-        self.replica = RedisServer(extra=["--replicaof", "127.0.0.1", str(self.primary.port)])
+    def __init__(self, password: str | None = None, sentinel_password: str | None = None) -> None:
+        self.password = password
+        self.sentinel_password = sentinel_password
+        auth = [] if password is None else ["--requirepass", password, "--masterauth", password]
+        self.primary = RedisServer(extra=auth)
+        self.replica = RedisServer(
+            extra=[*auth, "--replicaof", "127.0.0.1", str(self.primary.port)]
+        )
         self.watchers = [RedisServer(extra=["--sentinel"], config="") for _ in range(3)]
         self.servers = [self.primary, self.replica, *self.watchers]
 
@@ -132,7 +138,7 @@ class SentinelDeployment(_Deployment):
     def start(self) -> Self:
         self.primary.start()
         self.replica.start()
-        replica = _client(self.replica)
+        replica = _client(self.replica, self.password)
         _until(lambda: replica.info("replication")["master_link_status"] == "up", "replication")
         replica.close()
         for watcher in self.watchers:
@@ -141,9 +147,13 @@ class SentinelDeployment(_Deployment):
                 f"sentinel down-after-milliseconds {SERVICE} 2000\n"
                 f"sentinel failover-timeout {SERVICE} 10000\n"
             )
+            if self.password is not None:
+                watcher.config += f"sentinel auth-pass {SERVICE} {self.password}\n"
+            if self.sentinel_password is not None:
+                watcher.config += f"requirepass {self.sentinel_password}\n"
             watcher.start()
         for watcher in self.watchers:  # each knows the replica (it can fail over to it)
-            client = _client(watcher)
+            client = _client(watcher, self.sentinel_password)
             _until(
                 lambda c=client: (
                     len(c.sentinel_slaves(SERVICE)) == 1 and len(c.sentinel_sentinels(SERVICE)) == 2
@@ -154,7 +164,7 @@ class SentinelDeployment(_Deployment):
         return self
 
     def primary_address(self) -> tuple[str, int]:
-        client: Any = _client(self.watchers[0])
+        client: Any = _client(self.watchers[0], self.sentinel_password)
         try:
             host, port = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
             return str(host), int(port)
@@ -166,12 +176,12 @@ class SentinelDeployment(_Deployment):
         the primary the sentinels name and takes writes; returns the new primary."""
         old = self.primary_address()
         new = self.replica if old[1] == self.primary.port else self.primary
-        client: Any = _client(self.watchers[0])
+        client: Any = _client(self.watchers[0], self.sentinel_password)
         try:
             client.execute_command("SENTINEL", "FAILOVER", SERVICE)
         finally:
             client.close()
-        promoted = _client(new)
+        promoted = _client(new, self.password)
         _until(lambda: self.primary_address() == ("127.0.0.1", new.port), "the failover")
         _until(lambda: promoted.info("replication")["role"] == "master", "the promotion")
         promoted.close()

@@ -1,12 +1,14 @@
 """The Redis deployments teams run, started for real (Debian's redis-server), each reached
 by `agentcore serve` replicas through ``[fleet]``: TLS with a throwaway CA and a client
 certificate (and a wrong CA refused, saying so), an ACL user with a password from the
-environment, a primary + replica + three sentinels with a failover forced mid-load, and a
-three-node cluster. Each deployment starts once for the module."""
+environment, a primary + replica + three sentinels with a failover forced mid-load (and
+password-protected ones, through the store), and a three-node cluster. Each deployment
+starts once for the module."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +19,8 @@ import redis
 from e2e_support import Hub, make_hub
 from fleet_rig import Replica, most_at_once, start_replicas
 
+from agentcore.fleet import FleetUnavailable, open_store
+from agentcore.settings import FleetSettings
 from agentcore.testing import LoopbackServer, Scenario
 from agentcore.testing.redis import RedisServer, TlsFiles, make_tls_files
 from agentcore.testing.redis_deployments import SERVICE, ClusterDeployment, SentinelDeployment
@@ -25,6 +29,8 @@ RETRY = {"max_attempts": 2, "initial_delay_s": 0.01, "max_delay_s": 0.05, "jitte
 ACL_USER = "agentcore-fleet"
 ACL_PASSWORD = "acl-pw-5d1e-redis-fleet"
 PASSWORD_ENV = "AGENTCORE_TEST_REDIS_PASSWORD"
+SENTINEL_PASSWORD = "sentinel-own-pw-41c2"
+SENTINEL_PASSWORD_ENV = "AGENTCORE_TEST_SENTINEL_PASSWORD"
 SHORT_WAITS = {"provider_hold": {"max_wait_s": 1.0}, "rate_limit": {"max_wait_s": 1.0}}
 """A store that cannot be used fails a call after this wait (``on_store_error = "closed"``)."""
 
@@ -307,6 +313,38 @@ async def test_sentinel_replicas_follow_a_failover_forced_mid_load_during_a_hold
     probe = calls[1]
     assert probe.ended_at is not None and all(c.started_at >= probe.ended_at for c in calls[2:])
     await loopback_provider.wait_idle()
+
+
+async def test_a_store_logs_in_to_password_protected_sentinels_and_primary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sentinels' own password and the primary's are two settings, each from its own
+    variable; a hold set before a failover is read through the new primary after it."""
+    with SentinelDeployment(password=ACL_PASSWORD, sentinel_password=SENTINEL_PASSWORD) as guarded:
+        fleet = FleetSettings(
+            backend="redis-sentinel",
+            sentinels=guarded.sentinels,
+            sentinel_service=SERVICE,
+            password_env=PASSWORD_ENV,
+            sentinel_password_env=SENTINEL_PASSWORD_ENV,
+            key_prefix=prefix(),
+        )
+        monkeypatch.setenv(PASSWORD_ENV, ACL_PASSWORD)
+        monkeypatch.setenv(SENTINEL_PASSWORD_ENV, SENTINEL_PASSWORD)
+        store = open_store(fleet)
+        try:
+            await store.set_hold("a:m", 30.0, "rate_limit", 1.0)
+            await asyncio.to_thread(guarded.failover)
+            hold = None
+            for _ in range(200):  # until the pool has left the old primary (bounded)
+                with contextlib.suppress(FleetUnavailable):
+                    hold = await store.get_hold("a:m")
+                    break
+                await asyncio.sleep(0.05)
+            assert hold is not None and hold.reason == "rate_limit"
+            assert "primary" in store.description and SENTINEL_PASSWORD not in store.description
+        finally:
+            await store.aclose()
 
 
 # -- cluster ---------------------------------------------------------------------------

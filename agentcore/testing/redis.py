@@ -85,7 +85,10 @@ class TlsFiles:
 def make_tls_files(folder: Path) -> TlsFiles:
     """A new CA and the certificates it signs, written to `folder` (trustme, over the
     cryptography package: no ``openssl`` run, nothing reused between runs)."""
-    import trustme
+    try:
+        import trustme
+    except ImportError as exc:  # a dev dependency of agentcore's, not a runtime one
+        raise RuntimeError("make_tls_files needs the trustme package: pip install trustme") from exc
 
     ca = trustme.CA()
     files = TlsFiles(

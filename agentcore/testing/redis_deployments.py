@@ -53,6 +53,17 @@ def _client(server: RedisServer, password: str | None = None) -> redis.Redis:
     return redis.Redis(host="127.0.0.1", port=server.port, password=password, decode_responses=True)
 
 
+def _promotable(replicas: list[dict[str, Any]]) -> bool:
+    """The sentinel knows one replica, is connected to it, and sees it in sync: what
+    ``SENTINEL FAILOVER`` needs (else it answers NOGOODSLAVE)."""
+    return (
+        len(replicas) == 1
+        and not replicas[0].get("is_disconnected", True)
+        and not replicas[0].get("is_sdown", True)
+        and replicas[0].get("master-link-status") == "ok"
+    )
+
+
 class _Deployment:
     servers: list[RedisServer]
 
@@ -152,13 +163,11 @@ class SentinelDeployment(_Deployment):
             if self.sentinel_password is not None:
                 watcher.config += f"requirepass {self.sentinel_password}\n"
             watcher.start()
-        for watcher in self.watchers:  # each knows the replica (it can fail over to it)
+        for watcher in self.watchers:  # each could fail over to the replica now
             client = _client(watcher, self.sentinel_password)
             _until(
-                lambda c=client: (
-                    len(c.sentinel_slaves(SERVICE)) == 1 and len(c.sentinel_sentinels(SERVICE)) == 2
-                ),
-                f"sentinel {watcher.address} sees the replica and the other sentinels",
+                lambda c=client: _promotable(c.sentinel_slaves(SERVICE)),
+                f"sentinel {watcher.address} connected to the replica, its link to the primary up",
             )
             client.close()
         return self

@@ -377,14 +377,16 @@ class RedisFleetStore:
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.cancel()
-            self._listener = asyncio.create_task(self._listen(), name="fleet store wake-ups")
+            self._listener = asyncio.create_task(
+                self._listen(lost=True), name="fleet store wake-ups"
+            )
         self._wake_all()
 
-    async def _listen(self) -> None:
+    async def _listen(self, lost: bool = False) -> None:
         """Hold one pattern subscription to every wake channel, making it again when lost;
-        losing it and making it again wake every waiter, since messages may have been missed."""
+        losing it and making it again wake every waiter, since messages may have been missed.
+        `lost`: start as after a loss (a new primary)."""
         prefix = self._wake_channel("")
-        lost = False
         while not self._closed:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:

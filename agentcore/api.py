@@ -22,6 +22,7 @@ release to release (docs/plugins.md says what each is for)::
 from __future__ import annotations
 
 from agentcore import __version__
+from agentcore.admission import ADMISSION_WAIT_TOO_LONG
 from agentcore.fleet import (
     UNAVAILABLE_TRACE,
     FleetStore,
@@ -32,6 +33,17 @@ from agentcore.fleet import (
     unavailable_error,
     unavailable_fields,
     wait_for_change,
+)
+from agentcore.fleet.claims import (
+    HOLD,
+    SLOTS,
+    WINDOW,
+    AttemptEnd,
+    Claim,
+    ClaimCall,
+    ClaimKind,
+    ClaimRefusal,
+    Scalar,
 )
 from agentcore.inference import (
     NO_RESULT_MESSAGE,
@@ -49,6 +61,7 @@ from agentcore.inference import (
     InferenceError,
     MediaBlock,
     Message,
+    OutputBlock,
     PluginError,
     Request,
     Response,
@@ -83,6 +96,11 @@ from agentcore.inference.turns import (
     TurnEnding,
 )
 from agentcore.markers import hookimpl
+from agentcore.mcpl.bulk import BulkReference
+from agentcore.mcpl.bulk import is_reference as is_bulk_reference
+from agentcore.mcpl.bulk import read_reference as read_bulk_reference
+from agentcore.mcpl.bulk import withheld as withheld_block
+from agentcore.mcpl.bulk_fetch import BulkFetcher, Fetched
 from agentcore.mcpl.grants import is_granted
 from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
 from agentcore.mcpl.protocol import (
@@ -94,11 +112,31 @@ from agentcore.mcpl.protocol import (
     PushAnswer,
     PushEvent,
 )
-from agentcore.model_info import ModelInfo
+from agentcore.model_info import ModelInfo, model_prefills
 from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
+from agentcore.providers.anthropic import MEDIA_TYPES as ANTHROPIC_MEDIA_TYPES
+from agentcore.providers.anthropic import AnthropicTranslator
+from agentcore.providers.anthropic import request_body as anthropic_request_body
+from agentcore.providers.anthropic_xml import XmlTranslator
 from agentcore.providers.base import Provider
+from agentcore.providers.driver import HTTPProvider
+from agentcore.providers.errors import MID_STREAM, error_from_payload
+from agentcore.providers.sse import EventTuple
+from agentcore.providers.wire import (
+    HttpCall,
+    StreamDecoder,
+    Translator,
+    Wire,
+    fast_loads,
+    not_carried,
+    read_usage,
+    resolve_key,
+)
+from agentcore.providers.xml_transcript import Participants
+from agentcore.providers.xml_transcript import format_request as xml_request_body
 from agentcore.redaction import StreamRedactor, redact, redact_log, redact_value, register_secret
 from agentcore.settings import (
+    BulkSettings,
     HttpUrl,
     InferenceSettings,
     ModelReference,
@@ -122,10 +160,14 @@ from agentcore.tracing import (
 from agentcore.urls import HTTP_SCHEMES, RedisUrl, WebSocketUrl, url_problem
 
 __all__ = [
+    "ADMISSION_WAIT_TOO_LONG",
+    "ANTHROPIC_MEDIA_TYPES",
+    "HOLD",
     "HOLD_TRACE",
     "HTTP_SCHEMES",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "MID_STREAM",
     "NO_RESULT_MESSAGE",
     "NO_TERMINAL",
     "POSITIONS",
@@ -134,25 +176,40 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "SHUTDOWN_MESSAGE",
     "SHUTTING_DOWN",
+    "SLOTS",
     "SLOTS_TRACE",
     "UNAVAILABLE_TRACE",
     "WAITING_TRACE",
+    "WINDOW",
     "Aborted",
+    "AnthropicTranslator",
     "Attempt",
+    "AttemptEnd",
     "BlockStart",
     "BlockStop",
+    "BulkFetcher",
+    "BulkReference",
+    "BulkSettings",
+    "Claim",
+    "ClaimCall",
+    "ClaimKind",
+    "ClaimRefusal",
     "Complete",
     "ConnectionClosed",
     "ContentBlock",
     "Decision",
     "EncodedParams",
+    "EventTuple",
     "Failed",
+    "Fetched",
     "FleetStore",
     "FleetUnavailable",
     "GiveUp",
+    "HTTPProvider",
     "Hold",
     "HoldPayload",
     "HostTurn",
+    "HttpCall",
     "HttpUrl",
     "Inference",
     "InferenceError",
@@ -166,6 +223,8 @@ __all__ = [
     "Message",
     "ModelInfo",
     "ModelReference",
+    "OutputBlock",
+    "Participants",
     "Phase",
     "PluginContext",
     "PluginError",
@@ -183,6 +242,7 @@ __all__ = [
     "Response",
     "Retry",
     "Retrying",
+    "Scalar",
     "Section",
     "ServerHandle",
     "SettingsError",
@@ -190,6 +250,7 @@ __all__ = [
     "SlotsPayload",
     "StopInfo",
     "StopReason",
+    "StreamDecoder",
     "StreamEvent",
     "StreamRedactor",
     "TextBlock",
@@ -199,6 +260,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "TraceEvent",
+    "Translator",
     "TurnEnding",
     "Usage",
     "UsageUpdate",
@@ -206,19 +268,30 @@ __all__ = [
     "WaitReason",
     "WaitingPayload",
     "WebSocketUrl",
+    "Wire",
+    "XmlTranslator",
     "__version__",
     "aborted_message",
+    "anthropic_request_body",
     "completion_problem",
     "encode_params",
+    "error_from_payload",
     "failure_message",
+    "fast_loads",
     "hookimpl",
+    "is_bulk_reference",
     "is_granted",
+    "model_prefills",
+    "not_carried",
     "payload",
     "poll_s",
+    "read_bulk_reference",
+    "read_usage",
     "redact",
     "redact_log",
     "redact_value",
     "register_secret",
+    "resolve_key",
     "result_object",
     "sampling_range",
     "shutting_down",
@@ -226,4 +299,6 @@ __all__ = [
     "unavailable_fields",
     "url_problem",
     "wait_for_change",
+    "withheld_block",
+    "xml_request_body",
 ]

@@ -45,12 +45,14 @@ from agentcore.settings_checks import did_you_mean
 
 if TYPE_CHECKING:
     from agentcore.fleet import FleetStore
+    from agentcore.fleet.claims import ClaimKind
     from agentcore.inference import Request, Response, StreamEvent
     from agentcore.inference.calls import Attempt, Wait, WaitReason
     from agentcore.mcpl.jsonrpc import EncodedParams
     from agentcore.model_info import ModelInfo
     from agentcore.providers import ProviderFactory
     from agentcore.settings import InferenceSettings, LoadedSettings
+    from agentcore.settings_mcpl import BulkSettings
 
 GROUP = "agentcore.plugins"
 DEFAULTS_GROUP = "agentcore.defaults"
@@ -437,7 +439,9 @@ def _validated_settings(
         if not any(p == path or p.startswith(path + ".") for p in sections):
             sections[path] = None
     try:
-        loaded = load_settings(file, sections=sections, environ=environ, kinds=kinds)
+        loaded = load_settings(
+            file, sections=sections, environ=environ, kinds=kinds, kind_settings=kinds.settings
+        )
     except SettingsError as exc:
         raise SettingsError(unknown + exc.problems) from None
     if unknown:
@@ -509,6 +513,8 @@ class PluginContext(Generic[SettingsT]):
         media_types: Callable[[str], frozenset[str]],
         mcpl_servers: Callable[[], Sequence[ServerHandle]],
         fleet: Callable[[], FleetStore],
+        bulk: BulkSettings | None = None,
+        add_claim_kind: Callable[[ClaimKind], None] | None = None,
     ) -> None:
         self.name = name
         self.settings: SettingsT = settings
@@ -527,6 +533,21 @@ class PluginContext(Generic[SettingsT]):
         self._media_types = media_types
         self._mcpl_servers = mcpl_servers
         self._fleet = fleet
+        if bulk is None:
+            from agentcore.settings_mcpl import BulkSettings
+
+            bulk = BulkSettings()
+        self.bulk: BulkSettings = bulk
+        """The kernel's ``[mcpl.bulk]`` section (a copy): whether and how a §19 bulk
+        content reference a server sends may be fetched (`agentcore.api.BulkFetcher`)."""
+        self._add_claim_kind = add_claim_kind
+
+    def add_claim_kind(self, kind: ClaimKind) -> None:
+        """Add an admission claim kind of this plugin's own (in `agentcore_start`); its name
+        may not be a built-in one or another plugin's (`ValueError`, failing the plugin)."""
+        if self._add_claim_kind is None:
+            raise RuntimeError("this context has no admission step")
+        self._add_claim_kind(kind)
 
     @property
     def stopping(self) -> asyncio.Event:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentcore.inference import Request, Response, StopInfo, StreamEvent
+from agentcore.model_info import model_prefills
 from agentcore.providers.anthropic import PATH, USAGE_FIELDS, AnthropicTranslator, AnthropicWire
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import error_from_payload
@@ -46,9 +47,13 @@ class XmlWire(AnthropicWire):
         super().__init__(name, config, inference)
         names = config.participants
         self.participants = Participants(names.user, names.assistant)
+        self.models = config.models
 
     def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
-        body = format_request(request, model, stream=stream, participants=self.participants)
+        prefill = model_prefills(model, self.models.get(model))
+        body = format_request(
+            request, model, stream=stream, participants=self.participants, prefill=prefill
+        )
         return HttpCall(PATH, body)
 
     def translator(self, request: Request, model: str) -> XmlTranslator:

@@ -32,7 +32,9 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any, ClassVar, Literal, TypeAlias
 
-Wire: TypeAlias = Literal["anthropic", "openai", "openai-responses", "gemini"]
+Wire: TypeAlias = Literal[
+    "anthropic", "openai", "openai-responses", "gemini", "bedrock", "bedrock-converse"
+]
 Ending: TypeAlias = Literal["end", "cut", "stall"]
 
 WIRES: tuple[Wire, ...] = ("anthropic", "openai", "openai-responses", "gemini")
@@ -532,6 +534,9 @@ class Play:
     """The keep-alive frame a stall repeats (None: the wire has none)."""
     carries_text: Callable[[Frame], bool] = field(default=lambda frame: False)
     """True for a frame that streams a piece of visible text (timestamped when asked)."""
+    encode: Callable[[Frame, float | None], bytes] | None = None
+    """The wire's framing of one frame (`emitted_at` added to its payload when given);
+    None: server-sent events."""
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,8 @@ from agentcore.settings_file import read_toml as read_toml
 from agentcore.settings_mcpl import BulkSettings as BulkSettings
 from agentcore.settings_mcpl import McplServerSettings as McplServerSettings
 from agentcore.settings_mcpl import McplSettings as McplSettings
+from agentcore.settings_redis import RedisDeploymentSettings, redis_env_problems
 from agentcore.urls import HttpUrl as HttpUrl
-from agentcore.urls import RedisUrl
 
 ENV_PREFIX = "AGENTCORE_"
 SETTINGS_ENV = "AGENTCORE_SETTINGS"
@@ -224,15 +224,10 @@ class InferenceSettings(Section):
     honour: a longer one fails the call at once. One limit for every policy that waits."""
 
 
-class FleetSettings(Section):
-    """``[fleet]``: where the state the policies share lives (holds, limits). `agentcore.fleet`."""
+class FleetSettings(RedisDeploymentSettings):
+    """``[fleet]``: where the state the policies share lives (holds, limits). `agentcore.fleet`.
+    Which Redis, and how to reach it: `agentcore.settings_redis`."""
 
-    backend: Literal["memory", "redis"] = "memory"
-    """``memory``: this process only (the embedded default); ``redis``: every replica that
-    names the same Redis and `key_prefix` shares one hold and one limit."""
-    redis_url: RedisUrl = "redis://127.0.0.1:6379/0"
-    """redis-py's URL form (``redis://[[user]:password@]host:port/db``, ``rediss://``,
-    ``unix://``); a password in it is masked wherever the URL is shown."""
     on_store_error: Literal["closed", "open"] = "closed"
     """Redis unreachable: ``closed``: a call waits (announced), then fails once the policy's
     ``max_wait_s`` passes; ``open``: the call is admitted, with a warning trace."""
@@ -411,7 +406,10 @@ def load_settings(
         raise SettingsError(problems) from None
     for secret in _declared_secrets(settings):
         register_secret(secret)
-    refused = passthrough_problems(settings.model_dump(mode="json"), environ)
+    refused = [
+        *passthrough_problems(settings.model_dump(mode="json"), environ),
+        *redis_env_problems(settings.fleet, environ),  # a fleet that cannot log in
+    ]
     if refusals := [
         f"{where_set(loc, path, file_values, env_values)}: {dotted(loc)}: {why}"
         for loc, why in refused
@@ -419,6 +417,7 @@ def load_settings(
         raise SettingsError(refusals)  # no configured secret reaches an MCPL server
     for provider in settings.providers.values():
         provider._environ = environ  # a key is read from the environment the settings came from
+    settings.fleet._environ = environ  # and so is a Redis password
     for warning in missing_keys(settings.providers, environ):
         logger.warning(warning)
     return LoadedSettings(settings, path, file_values, env_values, known_kinds, kind_settings)

@@ -181,7 +181,7 @@ async def floor_redis_py(url: str, seconds: float) -> list[float]:
     store's own pool settings, the bench's call pattern."""
     import redis.asyncio as aioredis
 
-    from agentcore.fleet.redis_store import POOL_SIZE
+    from agentcore.fleet.redis_connect import POOL_SIZE
 
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=POOL_SIZE, timeout=None, decode_responses=True
@@ -208,7 +208,7 @@ async def floor_coredis(url: str, seconds: float) -> list[float]:
     """The same loop through coredis (its own pool, RESP3), for the client choice."""
     import coredis
 
-    from agentcore.fleet.redis_store import POOL_SIZE
+    from agentcore.fleet.redis_connect import POOL_SIZE
 
     host, port = url.removeprefix("redis://").split("/")[0].split(":")
     prefix, ids, costs = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9)), []

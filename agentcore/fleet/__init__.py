@@ -54,12 +54,13 @@ from agentcore.settings import FleetSettings
 
 def open_store(settings: FleetSettings) -> FleetStore:
     """The store ``[fleet]`` describes. Redis is connected lazily, at the first operation."""
-    if settings.backend == "redis":
+    if settings.backend != "memory":  # redis, redis-sentinel, redis-cluster
         # Imported here: redis-py takes a while to import, and most hosts never need it.
+        from agentcore.fleet.redis_connect import connect
         from agentcore.fleet.redis_store import RedisFleetStore
 
         return RedisFleetStore(
-            settings.redis_url,
+            connect(settings),
             key_prefix=settings.key_prefix,
             timeout_s=settings.timeout_s,
             on_store_error=settings.on_store_error,

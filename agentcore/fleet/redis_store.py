@@ -4,16 +4,19 @@ concurrent calls start in the same turn of the event loop go to Redis together, 
 pipeline: one round trip for a burst of admissions, not one each (most of a round trip's
 cost is redis-py's and the socket's, per command and per send, not Redis's).
 
-Keys, under ``[fleet] key_prefix`` (P): ``P:hold:KEY`` (a hash: until, since, reason,
+Keys, under ``[fleet] key_prefix`` as a hash tag (P = ``{PREFIX}``, `_key`, so one
+script's keys share one Redis Cluster slot): ``P:hold:KEY`` (a hash: until, since, reason,
 linger, probe, probe_at, in ms of Redis's clock), ``P:slots:KEY`` (a sorted set: holder by lease
 end), ``P:window:KEY`` (a sorted set: take by time). Every key carries a TTL, so what a
 dead replica left behind goes by itself. A change that frees waiters is published on
-``P:wake:KEY`` by the script that made it; one pattern subscription per store wakes the
-local waiters, and a lost subscription is made again (waking everyone to re-read).
+``PREFIX:wake:KEY`` (no tag: a channel is in no slot) by the script that made it; one
+pattern subscription per store wakes the local waiters, and a lost subscription is made
+again (waking everyone to re-read).
 
 redis-py's own retries are off: an unreachable Redis is `FleetUnavailable` at once, and
 the policy decides (``on_store_error``). The pool reconnects at the next command, so a
-Redis that comes back is used again with no restart.
+Redis that comes back is used again with no restart. Which Redis (one, TLS, sentinel,
+cluster) and how the client is made: `agentcore.fleet.redis_connect`.
 """
 
 from __future__ import annotations
@@ -21,14 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import urllib.parse
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
-import redis.asyncio as aioredis
 from loguru import logger
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
@@ -45,15 +44,14 @@ from agentcore.fleet.claims import (
     Scalar,
 )
 from agentcore.fleet.hold_view import HoldView
+from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
+from agentcore.settings import FleetSettings
 
 DEFAULT_LINGER_MS = 600_000
 """How long an ended hold written back waits for its probe, when its claim names none."""
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
-POOL_SIZE = 64
-"""Connections to Redis per kernel; more calls at once wait for one (each op is one short
-script, so a few dozen connections serve hundreds of concurrent calls)."""
 RESUBSCRIBE_S = 0.5
 """After the subscription is lost, the next try comes after this (jittered)."""
 
@@ -186,17 +184,6 @@ _Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]
 """A script to run, its keys and arguments, and where its reply goes."""
 
 
-def describe_url(url: str) -> str:
-    """``redis at HOST:PORT/DB`` (or the socket path): where, never who or with what."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "unix":
-        return f"redis at {parts.path}"
-    host = parts.hostname or "localhost"
-    port = parts.port or 6379
-    db = parts.path.strip("/") or "0"
-    return f"redis at {host}:{port}/{db}"
-
-
 def _ms(seconds: float) -> int:
     return max(0, round(seconds * 1000))
 
@@ -215,27 +202,22 @@ class RedisFleetStore:
 
     def __init__(
         self,
-        url: str,
+        url: str | RedisConnection,
         *,
         key_prefix: str = "agentcore",
         timeout_s: float = 1.0,
         on_store_error: StoreErrorPolicy = "closed",
     ) -> None:
-        self.description = describe_url(url)
+        if isinstance(url, str):  # one Redis at a URL, the rest of [fleet] as defaults
+            defaults = FleetSettings(backend="redis", redis_url=url, timeout_s=timeout_s)
+            url = connect_url(url, defaults)
+        self.description = url.description
         self.on_store_error: StoreErrorPolicy = on_store_error
         self._prefix = key_prefix
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=POOL_SIZE,
-            # A busy pool is not an unreachable Redis: a call waits for a free connection
-            # (each one's commands are cut at timeout_s, so the wait is bounded by them).
-            timeout=None,
-            decode_responses=True,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),
-        )
-        self._client = aioredis.Redis(connection_pool=pool)
+        self._client = url.client
+        self._follow = url.follow
+        self._follower: asyncio.Task[None] | None = None
+        """Sentinel: follows failovers (`redis_connect.SentinelFollower`), from the first op."""
         register = self._client.register_script
         self._hold_get = register(_HOLD_GET)
         self._hold_set = register(_HOLD_SET)
@@ -274,6 +256,8 @@ class RedisFleetStore:
     async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         """Run one script, sent with every other started in this turn of the event loop (see
         `_send`); an unreachable Redis is `FleetUnavailable` (logged once per outage)."""
+        if self._follow is not None and self._follower is None and not self._closed:
+            self._follower = asyncio.create_task(self._follow(self._switched), name="failovers")
         if self._batch is None:
             self._batch = []
             # Its first step runs in the next turn, after every task ready in this one.
@@ -287,8 +271,9 @@ class RedisFleetStore:
         except UNREACHABLE as exc:
             if self._reachable:
                 self._reachable = False
-                logger.warning("the fleet store ({}) is unreachable: {}", self.description, exc)
-            raise FleetUnavailable(redact(f"{type(exc).__name__}: {exc}")) from exc
+                why = explain(exc)
+                logger.warning("the fleet store ({}) is unreachable: {}", self.description, why)
+            raise FleetUnavailable(redact(explain(exc))) from exc
         if not self._reachable:
             self._reachable = True
             logger.info("the fleet store ({}) is reachable again", self.description)
@@ -517,6 +502,17 @@ class RedisFleetStore:
         for event in events.values():
             event.set()
 
+    def _switched(self) -> None:
+        """The primary changed: subscribe again, on the new one (the old subscription may
+        live on, on a primary nobody publishes to any more), and wake every waiter."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            self._listener = asyncio.create_task(
+                self._listen(lost=True), name="fleet store wake-ups"
+            )
+        self._wake_all()
+
     async def _listen(self, lost: bool = False) -> None:
         """Hold one pattern subscription to every wake channel, making it again when lost;
         losing it and making it again wake every waiter, since messages may have been missed.
@@ -563,11 +559,12 @@ class RedisFleetStore:
 
     async def aclose(self) -> None:
         self._closed = True
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await listener
+        for task in (self._listener, self._follower):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._listener = self._follower = None
         self._wake_all()
         if self._sending:  # scripts already on their way (a slot's release) get their replies
             await asyncio.wait(set(self._sending))

@@ -483,6 +483,16 @@ def test_a_secret_in_a_servers_command_line_is_masked_everywhere(tmp_path: Path)
     assert done.stdout.splitlines() == ["started with argv-tok-2468", "started with [REDACTED]"]
 
 
+UNSET_REDIS_KEYS = {
+    **{f"fleet.{key}": "null" for key in ("username", "password_env", "tls")},
+    **{f"fleet.tls_{key}_file": "null" for key in ("ca", "cert", "key")},
+    "fleet.sentinels": "[]",
+    **{f"fleet.sentinel_{key}": "null" for key in ("service", "username", "password_env")},
+    "fleet.cluster_nodes": "[]",
+}
+"""``[fleet]``'s keys for TLS, an ACL user, sentinel and cluster, as shown when unset."""
+
+
 @pytest.mark.parametrize("where", ["file", "environment"])
 def test_settings_show_the_fleet_with_the_redis_password_masked(tmp_path: Path, where: str) -> None:
     url = "redis://:fleet-redis-pw-4242@redis.internal:6380/2"
@@ -503,6 +513,7 @@ def test_settings_show_the_fleet_with_the_redis_password_masked(tmp_path: Path, 
     assert shown == {
         "fleet.backend": '"redis"',
         "fleet.redis_url": '"redis://[REDACTED]@redis.internal:6380/2"',
+        **UNSET_REDIS_KEYS,
         "fleet.on_store_error": '"open"',
         "fleet.key_prefix": '"agentcore"',
         "fleet.timeout_s": "1.0",

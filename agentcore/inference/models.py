@@ -178,14 +178,20 @@ class Request:
 
 @dataclass(slots=True)
 class Usage:
-    """Tokens one inference used, as the provider reported them (None: not reported)."""
+    """Tokens one inference used, as the provider reported them (None: not reported).
+
+    `input_tokens` is the whole input, on every wire: the cache's reads and writes are
+    part of it (Anthropic's own ``input_tokens`` leaves them out; its translator adds them
+    back). The uncached part is ``input_tokens - cache_read_tokens - cache_write_tokens``.
+    """
 
     input_tokens: int = 0
+    """Every input token, cached or not."""
     output_tokens: int = 0
     cache_read_tokens: int | None = None
-    """Input tokens served from the provider's prompt cache."""
+    """Of the input, the tokens served from the provider's prompt cache."""
     cache_write_tokens: int | None = None
-    """Input tokens written to the provider's prompt cache."""
+    """Of the input, the tokens written to the provider's prompt cache."""
 
     @property
     def cache_creation_tokens(self) -> int | None:

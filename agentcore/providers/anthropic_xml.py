@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from agentcore.inference import Request, Response, StopInfo, StreamEvent
-from agentcore.providers.anthropic import PATH, USAGE_FIELDS, AnthropicTranslator, AnthropicWire
+from agentcore.providers.anthropic import PATH, AnthropicTranslator, AnthropicWire
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import error_from_payload
 from agentcore.providers.sse import EventTuple
-from agentcore.providers.wire import HttpCall, fast_loads, read_usage
+from agentcore.providers.wire import HttpCall, fast_loads
 from agentcore.providers.xml_parser import XmlParser, xml_stop
 from agentcore.providers.xml_transcript import Participants, format_request
 from agentcore.settings import (
@@ -117,7 +117,7 @@ class XmlTranslator(AnthropicTranslator):
                 self.parser.feed(item.get("text", ""), out)
         self.stop_reason, self.stop_sequence = data.get("stop_reason"), data.get("stop_sequence")
         self.served = data.get("model")
-        read_usage(data.get("usage"), self.usage, USAGE_FIELDS)
+        self.take_usage(data.get("usage"))
         stop = self.closing_stop(out)
         self.blocks.close(out)
         return self.response(self.blocks.content(), stop)

@@ -54,11 +54,12 @@ class AnthropicRenderer(Renderer):
         """The kind of the content block open now."""
 
     def _usage(self, output: int) -> dict[str, int]:
+        """Anthropic's ``input_tokens`` leaves out what the cache read or wrote."""
         return {
-            "input_tokens": self.usage.input_tokens,
+            "input_tokens": self.usage.uncached_input_tokens,
             "output_tokens": output,
-            "cache_read_input_tokens": 0,
-            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": self.usage.cache_read_tokens,
+            "cache_creation_input_tokens": self.usage.cache_write_tokens,
         }
 
     def _message(self) -> dict[str, Any]:
@@ -130,7 +131,7 @@ class AnthropicRenderer(Renderer):
                 {
                     "type": "message_delta",
                     "delta": delta,
-                    "usage": {"output_tokens": self.usage.output_tokens},
+                    "usage": self._usage(self.usage.output_tokens),
                 },
             ),
             ("message_stop", {"type": "message_stop"}),

@@ -152,6 +152,12 @@ class ProviderSettings(Section):
     described in the system prompt and the model writes calls as XML markup."""
     participants: ParticipantNames = Field(default_factory=lambda: ParticipantNames())
     """``tool_mode = "xml"``: the names the transcript gives the two sides."""
+    prompt_cache: Literal["off", "auto"] = "off"
+    """``auto``: on the wires that need explicit cache breakpoints (anthropic, XML tool
+    mode), mark the system prompt and the last user turn (at most 4 with the host's own).
+    The other kinds cache on their own; for them it changes nothing."""
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"
+    """How long an ``auto`` breakpoint's entry lives: ``5m`` or ``1h`` (priced higher)."""
 
     @field_validator("tool_mode")
     @classmethod

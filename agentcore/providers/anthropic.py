@@ -38,6 +38,7 @@ from agentcore.inference import (
 )
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import MID_STREAM, error_from_payload
+from agentcore.providers.prompt_cache import breakpoints, mark_messages_body
 from agentcore.providers.sse import EventTuple
 from agentcore.providers.wire import (
     HttpCall,
@@ -161,9 +162,15 @@ class AnthropicWire(Wire):
         self.headers = {"anthropic-version": API_VERSION, "accept": "application/json"}
         if key:
             self.headers["x-api-key"] = key
+        self.prompt_cache = config.prompt_cache
+        self.cache_ttl = config.prompt_cache_ttl
 
     def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
-        return HttpCall(PATH, request_body(request, model, stream=stream))
+        body = request_body(request, model, stream=stream)
+        points = breakpoints(request, self.prompt_cache, self.cache_ttl)
+        if points:
+            mark_messages_body(body, points)
+        return HttpCall(PATH, body)
 
     def translator(self, request: Request, model: str) -> AnthropicTranslator:
         return AnthropicTranslator(self.name, model, self.unknown_stop)

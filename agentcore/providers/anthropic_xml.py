@@ -23,6 +23,7 @@ from agentcore.inference import Request, Response, StopInfo, StreamEvent
 from agentcore.providers.anthropic import PATH, AnthropicTranslator, AnthropicWire
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import error_from_payload
+from agentcore.providers.prompt_cache import breakpoints, mark_xml_body
 from agentcore.providers.sse import EventTuple
 from agentcore.providers.wire import HttpCall, fast_loads
 from agentcore.providers.xml_parser import XmlParser, xml_stop
@@ -49,6 +50,9 @@ class XmlWire(AnthropicWire):
 
     def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
         body = format_request(request, model, stream=stream, participants=self.participants)
+        points = breakpoints(request, self.prompt_cache, self.cache_ttl)
+        if points:
+            mark_xml_body(body, points, self.participants.assistant)
         return HttpCall(PATH, body)
 
     def translator(self, request: Request, model: str) -> XmlTranslator:

@@ -28,7 +28,7 @@ from agentcore.testing.scenarios import (
     Wire,
     credentials_message,
 )
-from agentcore.testing.wires import refusal, render
+from agentcore.testing.wires import RENDERERS, refusal, render
 from agentcore.testing.wires.base import encode_frame
 
 API_KEY_ENV = "LOOPBACK_API_KEY"
@@ -394,6 +394,9 @@ class LoopbackServer:
                 return _refuse(
                     wire, f"loopback: no scenario scripted for this call ({request.path})"
                 )
+            problem = RENDERERS[wire].check(body)
+            if problem is not None:
+                return _refuse(wire, f"loopback: {problem}")
             try:
                 play = self._render(scenario, call)
             except Unplayable as exc:

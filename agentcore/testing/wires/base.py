@@ -41,6 +41,11 @@ class Renderer:
         self.usage = usage
         self.scenario = scenario
 
+    @staticmethod
+    def check(request: Any) -> str | None:
+        """What the real API would refuse in `request` (the server answers 400 with it)."""
+        return None
+
     # -- the stream ------------------------------------------------------------------------
 
     def open(self) -> list[Frame]:

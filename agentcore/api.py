@@ -97,6 +97,7 @@ from agentcore.mcpl.protocol import (
 )
 from agentcore.model_info import ModelInfo
 from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
+from agentcore.pricing import Pricer, spend_fields
 from agentcore.providers.base import Provider
 from agentcore.redaction import StreamRedactor, redact, redact_log, redact_value, register_secret
 from agentcore.settings import (
@@ -172,6 +173,7 @@ __all__ = [
     "PluginContext",
     "PluginError",
     "Position",
+    "Pricer",
     "Provider",
     "ProviderInfo",
     "ProviderName",
@@ -224,6 +226,7 @@ __all__ = [
     "result_object",
     "sampling_range",
     "shutting_down",
+    "spend_fields",
     "unavailable_error",
     "unavailable_fields",
     "url_problem",

@@ -98,6 +98,16 @@ class PluginsSettings(Section):
     """When true, a plugin that fails to import or start stops the host."""
 
 
+class PriceSettings(Section):
+    """``price = { input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }``:
+    USD per million tokens. A cache rate left out is charged at the input rate, never 0."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+
+
 class ModelSettings(Section):
     """``[providers.NAME.models.MODEL]``: what the host tells MCPL servers about a model
     (SPEC §12 `model/info`, and `model` in `context/beforeInference`). Each field left
@@ -111,6 +121,8 @@ class ModelSettings(Section):
     """E.g. ["vision", "tools"]."""
     max_output_tokens: int | None = Field(default=None, ge=1)
     """The most tokens the model writes in one reply: a ceiling on an MCPL `maxTokens`."""
+    price: PriceSettings | None = None
+    """What the model costs, over genai-prices' table (`agentcore.pricing`)."""
 
 
 class ParticipantNames(Section):

@@ -249,6 +249,9 @@ class Response:
     model_requested: str
     model_served: str
     provider: str = ""
+    cost_usd: float | None = None
+    """What this reply cost in USD, set by the kernel when it completes (`agentcore.pricing`);
+    None: no price is known for the model (or it was not priced)."""
 
     @property
     def text(self) -> str:

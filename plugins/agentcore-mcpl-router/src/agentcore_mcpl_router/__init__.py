@@ -61,6 +61,7 @@ from agentcore.api import (
     hookimpl,
     result_object,
     sampling_range,
+    spend_fields,
 )
 
 DEFAULT_MAX_TOKENS = 1024
@@ -315,8 +316,7 @@ class McplRouter:
         await self._emit(
             "mcpl:inference_complete",
             model=result["model"],
-            inputTokens=response.usage.input_tokens,
-            outputTokens=response.usage.output_tokens,
+            **spend_fields(response),
             finishReason=response.stop.reason,
             **trace,
         )

@@ -22,6 +22,7 @@ release to release (docs/plugins.md says what each is for)::
 from __future__ import annotations
 
 from agentcore import __version__
+from agentcore.admission import ADMISSION_WAIT_TOO_LONG
 from agentcore.fleet import (
     UNAVAILABLE_TRACE,
     FleetStore,
@@ -32,6 +33,17 @@ from agentcore.fleet import (
     unavailable_error,
     unavailable_fields,
     wait_for_change,
+)
+from agentcore.fleet.claims import (
+    HOLD,
+    SLOTS,
+    WINDOW,
+    AttemptEnd,
+    Claim,
+    ClaimCall,
+    ClaimKind,
+    ClaimRefusal,
+    Scalar,
 )
 from agentcore.inference import (
     NO_RESULT_MESSAGE,
@@ -124,6 +136,8 @@ from agentcore.tracing import (
 from agentcore.urls import HTTP_SCHEMES, RedisUrl, WebSocketUrl, url_problem
 
 __all__ = [
+    "ADMISSION_WAIT_TOO_LONG",
+    "HOLD",
     "HOLD_TRACE",
     "HTTP_SCHEMES",
     "INTERNAL_ERROR",
@@ -136,14 +150,21 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "SHUTDOWN_MESSAGE",
     "SHUTTING_DOWN",
+    "SLOTS",
     "SLOTS_TRACE",
     "UNAVAILABLE_TRACE",
     "WAITING_TRACE",
+    "WINDOW",
     "Aborted",
     "Attempt",
+    "AttemptEnd",
     "BlockStart",
     "BlockStop",
     "CachePoint",
+    "Claim",
+    "ClaimCall",
+    "ClaimKind",
+    "ClaimRefusal",
     "Complete",
     "ConnectionClosed",
     "ContentBlock",
@@ -187,6 +208,7 @@ __all__ = [
     "Response",
     "Retry",
     "Retrying",
+    "Scalar",
     "Section",
     "ServerHandle",
     "SettingsError",

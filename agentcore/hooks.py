@@ -335,6 +335,10 @@ class Hooks:
     async def admission(self, attempt: Attempt) -> None:
         await self._run("on_admission", (attempt,))
 
+    async def admission_claims(self, attempt: Attempt) -> list[tuple[str, Any]]:
+        """(plugin, its answer) for every implementation of `on_admission_claims`, in order."""
+        return cast("list[tuple[str, Any]]", await self._run("on_admission_claims", (attempt,)))
+
     async def stream_event(self, attempt: Attempt, event: StreamEvent) -> StreamEvent:
         """Every implementation in order; each may replace the event for the ones after it."""
         if self.stream_sync:

@@ -49,6 +49,7 @@ from agentcore.markers import (
 )
 
 if TYPE_CHECKING:
+    from agentcore.fleet.claims import Claim
     from agentcore.inference import InferenceError, StreamEvent
     from agentcore.inference.calls import Attempt, Decision, Inference, Wait
     from agentcore.inference.turns import Injection, TurnEnding
@@ -110,6 +111,21 @@ def on_admission(attempt: Attempt) -> None:
     so a wait is never silent) and return None to admit the attempt, or raise
     `InferenceError` to refuse it: the inference then fails with that error
     without calling the provider. The provider hold answers here.
+    """
+
+
+@spec(Kind.DECISION, Result.COLLECT)
+def on_admission_claims(attempt: Attempt) -> Sequence[Claim] | None:
+    """The claims `attempt` must be granted before it reaches its provider (the admission
+    step): every implementation is called, in order, after `on_admission`.
+
+    Return `Claim`s (or None); a claim of a plugin's own kind needs the kind added at
+    start (`PluginContext.add_claim_kind`). The kernel asks the ``[fleet]`` store to decide all of
+    them at once, in one operation: all granted, or none and the store names the claim
+    that refused; the call then waits holding nothing (announced as the claim's
+    `wait_reason`) or fails with the claim's `refused` error. A granted set is given
+    back once, when the attempt ends, on every path. Raise `InferenceError` to refuse
+    the attempt outright; any other exception fails the inference with a `PluginError`.
     """
 
 

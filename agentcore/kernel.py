@@ -13,6 +13,7 @@ policy and provider kinds live in plugins (docs/architecture.md)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import os
 import time
@@ -25,6 +26,7 @@ import pluggy
 from loguru import logger
 
 from agentcore._constants import STOP_GRACE_S as STOP_GRACE_S
+from agentcore.admission import Admission
 from agentcore.fleet import FleetStore, open_store
 from agentcore.hooks import Hooks, plugin_manager
 from agentcore.inference import (
@@ -49,6 +51,7 @@ from agentcore.inference.calls import (
     WaitReason,
     split_model,
 )
+from agentcore.inference.calls import trace_fields as _trace_fields
 from agentcore.inference.errors import cancelled, shutting_down
 from agentcore.inference.turns import TurnEnding, ending_of, ending_of_error, with_injections
 from agentcore.model_info import ModelInfo, describe_model
@@ -89,17 +92,18 @@ class Kernel:
         self.hooks = Hooks(pm)
         self._providers: dict[str, Provider] = {}
         self._model_infos: dict[str, ModelInfo] = {}  # the settings are fixed: made once each
-        self._calls = ProviderCalls(self.settings.inference, self.stopping)
-        """The provider calls in flight."""
+        self._calls = ProviderCalls(self.settings.inference, self.stopping)  # calls in flight
         self.pricer = Pricer(self.settings.providers, self.emit_now)
-        self._turns: set[_HostTurn] = set()
-        """Host turns started and not yet ended."""
+        self._turns: set[_HostTurn] = set()  # host turns started and not yet ended
         self._ids = itertools.count(1)
         self._started = False
         self.mcpl_servers: Callable[[], Sequence[ServerConnection]] = tuple
         """The MCPL servers an `McplHost` running on this kernel is connected to, in
         settings order; none without one. The host sets it."""
         self._fleet: FleetStore | None = None
+        self.admission = Admission(
+            self.hooks, lambda: self.fleet, self.stopping, self.waiting, self.emit_now
+        )
 
     @property
     def fleet(self) -> FleetStore:
@@ -107,6 +111,11 @@ class Kernel:
         if self._fleet is None:
             self._fleet = open_store(self.settings.fleet)
         return self._fleet
+
+    @fleet.setter
+    def fleet(self, store: FleetStore) -> None:
+        """Replace the ``[fleet]`` store before the first call (tests, embedding hosts)."""
+        self._fleet = store
 
     # -- loading -----------------------------------------------------------------
 
@@ -174,6 +183,7 @@ class Kernel:
         # only once they have ended do the plugins stop and the providers close.
         self._calls.stop_all()
         await self._calls.ended(STOP_GRACE_S)
+        await self.admission.stop()  # what attempts past the grace still hold comes back now
         await self.hooks.stop()
         fleet, self._fleet = self._fleet, None
         if fleet is not None:
@@ -227,6 +237,7 @@ class Kernel:
             media_types=self.media_types,
             mcpl_servers=lambda: self.mcpl_servers(),  # set once an McplHost runs
             fleet=lambda: self.fleet,
+            add_claim_kind=functools.partial(self.admission.add_kind, record.name),
         )
 
     # -- traces and waits ------------------------------------------------------------
@@ -333,6 +344,7 @@ class Kernel:
             raise shutting_down()
         try:
             await self.hooks.admission(attempt)
+            await self.admission.admit(attempt)  # the claims, decided at once by the store
         except PluginError as exc:
             raise as_inference_error(exc) from exc
 
@@ -482,7 +494,7 @@ class Kernel:
                                 break
                             yield event
                 except (asyncio.CancelledError, GeneratorExit):
-                    await hooks.attempt_end(attempt, cancelled())
+                    await self._attempt_cancelled(attempt)
                     raise
                 ending = await self._end_attempt(attempt, terminal, visible)
                 if isinstance(ending, Retrying):
@@ -507,8 +519,16 @@ class Kernel:
             await self._fail_trace(attempt.inference, attempt.number, error, refused=True)
             return Failed(error)
         if turn is not None and attempt.number == 1:
-            await turn.start()
+            try:
+                await turn.start()
+            except BaseException:
+                self.admission.release(attempt, None, cancelled())
+                raise
         return None
+
+    async def _attempt_cancelled(self, attempt: Attempt) -> None:
+        await self.hooks.attempt_end(attempt, cancelled())
+        self.admission.release(attempt, None, cancelled())
 
     async def _end_attempt(
         self, attempt: Attempt, terminal: Terminal | None, visible: bool
@@ -521,10 +541,12 @@ class Kernel:
         if isinstance(terminal, Complete):
             terminal.response.cost_usd = await self.pricer.cost(attempt.provider, terminal.response)
             await hooks.attempt_end(attempt, None)
+            self.admission.release(attempt, terminal.response, None)
             await self._complete_trace(attempt, terminal.response)
             return terminal
         failure = terminal.error
         await hooks.attempt_end(attempt, failure)
+        self.admission.release(attempt, None, failure)
         outcome = failure if visible else await self._after_failure(attempt, failure)
         if isinstance(outcome, InferenceError):
             await self._fail_trace(attempt.inference, attempt.number, outcome)
@@ -568,29 +590,6 @@ class _HostTurn:
         finally:
             self._kernel._turns.discard(self)
             self.done.set()
-
-
-def _trace_fields(inference: Inference) -> dict[str, Any]:
-    """What every inference:start, complete and fail trace says of its inference."""
-    fields = {
-        "inferenceId": inference.id,
-        "model": inference.request.model,
-        "streamed": inference.streamed,
-    }
-    metadata = inference.request.metadata
-    server = metadata.get("serverId")
-    if server is not None:
-        fields["serverId"] = server
-        fields["mcplRequestId"] = metadata.get("mcplRequestId")  # the request it answers
-    turn = inference.request.turn
-    if turn is not None:  # one of the host's own turns: its conversation and place in it
-        fields["conversationId"] = turn.conversation_id
-        fields["turnIndex"] = turn.turn_index
-    else:
-        conversation = metadata.get("conversationId")
-        if conversation is not None:
-            fields["conversationId"] = conversation
-    return fields
 
 
 def as_inference_error(error: PluginError) -> InferenceError:

@@ -45,6 +45,7 @@ from agentcore.settings_checks import did_you_mean
 
 if TYPE_CHECKING:
     from agentcore.fleet import FleetStore
+    from agentcore.fleet.claims import ClaimKind
     from agentcore.inference import Request, Response, StreamEvent
     from agentcore.inference.calls import Attempt, Wait, WaitReason
     from agentcore.mcpl.jsonrpc import EncodedParams
@@ -509,6 +510,7 @@ class PluginContext(Generic[SettingsT]):
         media_types: Callable[[str], frozenset[str]],
         mcpl_servers: Callable[[], Sequence[ServerHandle]],
         fleet: Callable[[], FleetStore],
+        add_claim_kind: Callable[[ClaimKind], None] | None = None,
     ) -> None:
         self.name = name
         self.settings: SettingsT = settings
@@ -527,6 +529,14 @@ class PluginContext(Generic[SettingsT]):
         self._media_types = media_types
         self._mcpl_servers = mcpl_servers
         self._fleet = fleet
+        self._add_claim_kind = add_claim_kind
+
+    def add_claim_kind(self, kind: ClaimKind) -> None:
+        """Add an admission claim kind of this plugin's own (in `agentcore_start`); its name
+        may not be a built-in one or another plugin's (`ValueError`, failing the plugin)."""
+        if self._add_claim_kind is None:
+            raise RuntimeError("this context has no admission step")
+        self._add_claim_kind(kind)
 
     @property
     def stopping(self) -> asyncio.Event:

@@ -1,10 +1,12 @@
 """What the fleet store costs and what it buys: Redis against the memory backend, one run.
 
 1. Admission cost per call at 200 concurrent calls: 200 workers each run calls back to
-   back, each call admitted by the provider hold and the rate limit (max_in_flight and
-   requests_per_minute set, never reached), then "in flight" for 0.5-1.5 s (an LLM
-   call's order of magnitude), then ended. A call's cost is its `on_admission` plus its
-   `on_attempt_end` (where its slot is given back), timed with `time.perf_counter`.
+   back, each call admitted by the kernel's admission step (the provider hold's claim and
+   the rate limit's window and slot claims, max_in_flight and requests_per_minute set,
+   never reached: one store operation), then "in flight" for 0.5-1.5 s (an LLM call's
+   order of magnitude), then ended. A call's cost is its admission plus its attempt end
+   (`on_attempt_end`; the grant is given back in a task that rides with the store's next
+   round trip), timed with `time.perf_counter`.
    Reported: p50 and p99 for the memory backend and for Redis on loopback, and what
    Redis adds. Target: p99 added <= 1 ms. Also shown: the same 200 calls admitted all
    at the same instant (a burst), where each waits for the ones before it. Beside the
@@ -13,13 +15,18 @@
    call in this process and in redis-server. On a machine whose cores are shared, the
    wall-clock latencies mostly measure how soon redis-server and this process get a
    core back: compare them with the load average printed at the top.
-2. Calls a 3-replica fleet sends to a provider during a 2 s hold after one 429: three
+2. The floor: a bare EVALSHA loop (the admission script, the same claims) at the same
+   concurrency and call pattern, through redis-py (hiredis) and through coredis, in the
+   same run: what one round trip costs this machine with each client, below which no
+   store design gets. Its p99 is `floor_evalsha_p99_ms` (redis-py, the client kept).
+3. Calls a 3-replica fleet sends to a provider during a 2 s hold after one 429: three
    kernels (replicas), one gets the 429, then every replica sends calls through the
    hold. Target with Redis: 0; the memory backend's count (each replica holds alone)
    beside it.
 
 Needs a ``redis-server`` binary (started on a free loopback port, stopped after).
-Run: ``python bench/fleet.py``.
+Run: ``python bench/fleet.py`` (``--json``: one JSON object last, the figures issue 25
+names).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import random
@@ -35,11 +43,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from agentcore_provider_hold import ProviderHold
 from agentcore_rate_limit import RateLimit
 
+from agentcore.fleet import admit_script
+from agentcore.fleet.claims import SLOTS, WINDOW, Claim
 from agentcore.inference import InferenceError, Message, Request
 from agentcore.inference.calls import Attempt, Inference
 from agentcore.kernel import Kernel
@@ -85,11 +96,12 @@ class Counts:
         self.redis_cpu_s = 0.0
 
 
-def count_round_trips(store: object, counts: Counts) -> None:
-    """Count the Redis store's batches (one pipeline, or one script, each a round trip)."""
+def count_round_trips(store: object, counts: Counts) -> Callable[[], None]:
+    """Count the Redis store's batches (one pipeline, or one script, each a round trip)
+    until the returned function is called."""
     execute = getattr(store, "_execute", None)
     if execute is None:
-        return  # the memory store: no round trips
+        return lambda: None  # the memory store: no round trips
 
     async def counted(batch: list[object]) -> None:
         counts.round_trips += 1
@@ -97,6 +109,11 @@ def count_round_trips(store: object, counts: Counts) -> None:
         await execute(batch)
 
     store._execute = counted  # type: ignore[attr-defined]
+
+    def stop() -> None:
+        store._execute = execute  # type: ignore[attr-defined]
+
+    return stop
 
 
 async def redis_cpu_s(url: str) -> float:
@@ -122,11 +139,20 @@ async def admission_costs(kernel: Kernel, seconds: float, burst: bool) -> list[f
         attempt = Attempt(Inference(f"b{next(ids)}", request, "fake", "m1", False), 1)
         started = time.perf_counter()
         await kernel.hooks.admission(attempt)
+        await kernel.admission.admit(attempt)
         admitted = time.perf_counter()
         await asyncio.sleep(in_flight_s)
         ending = time.perf_counter()
         await kernel.hooks.attempt_end(attempt, None)
+        kernel.admission.release(attempt, None, None)
         costs.append(admitted - started + time.perf_counter() - ending)
+
+    await calls(one, deadline, burst)
+    return costs
+
+
+async def calls(one: Callable[[float], Awaitable[None]], deadline: float, burst: bool) -> None:
+    """`CONCURRENCY` workers running `one(in_flight_s)` back to back until `deadline`."""
 
     async def worker() -> None:
         await asyncio.sleep(random.uniform(0, 1.0))  # calls start spread out, as they do
@@ -138,6 +164,66 @@ async def admission_costs(kernel: Kernel, seconds: float, burst: bool) -> list[f
             await asyncio.gather(*(one(0.0) for _ in range(CONCURRENCY)))
     else:
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+
+
+def floor_claims(prefix: str, n: int) -> tuple[list[str], list[object]]:
+    """KEYS and ARGV of the admission script for the bench's claims (window and slot)."""
+    claims = [
+        Claim(WINDOW, "fake", (100_000_000, 60_000)),
+        Claim(SLOTS, "fake", (100_000, 30_000)),
+    ]
+    sent = [(c, (f"{{{prefix}}}:{c.kind}:fake",), c.args) for c in claims]
+    return admit_script.encode(sent, f"{prefix}:wake:", "admit", f"floor:{n}")
+
+
+async def floor_redis_py(url: str, seconds: float) -> list[float]:
+    """Seconds per bare EVALSHA of the admission script through redis-py (hiredis), the
+    store's own pool settings, the bench's call pattern."""
+    import redis.asyncio as aioredis
+
+    from agentcore.fleet.redis_store import POOL_SIZE
+
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=POOL_SIZE, timeout=None, decode_responses=True
+    )
+    client = aioredis.Redis(connection_pool=pool)
+    sha = await client.script_load(admit_script.compose(()))
+    prefix, ids, costs = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9)), []
+
+    async def one(in_flight_s: float) -> None:
+        keys, argv = floor_claims(prefix, next(ids))
+        started = time.perf_counter()
+        await client.evalsha(sha, len(keys), *keys, *argv)
+        costs.append(time.perf_counter() - started)
+        await asyncio.sleep(in_flight_s)
+
+    try:
+        await calls(one, time.monotonic() + seconds, burst=False)
+    finally:
+        await client.aclose()
+    return costs
+
+
+async def floor_coredis(url: str, seconds: float) -> list[float]:
+    """The same loop through coredis (its own pool, RESP3), for the client choice."""
+    import coredis
+
+    from agentcore.fleet.redis_store import POOL_SIZE
+
+    host, port = url.removeprefix("redis://").split("/")[0].split(":")
+    prefix, ids, costs = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9)), []
+    client = coredis.Redis(host, int(port), decode_responses=True, max_connections=POOL_SIZE)
+    async with client:
+        sha = await client.script_load(admit_script.compose(()))
+
+        async def one(in_flight_s: float) -> None:
+            keys, argv = floor_claims(prefix, next(ids))
+            started = time.perf_counter()
+            await client.evalsha(sha, keys=keys, args=argv)  # type: ignore[arg-type]
+            costs.append(time.perf_counter() - started)
+            await asyncio.sleep(in_flight_s)
+
+        await calls(one, time.monotonic() + seconds, burst=False)
     return costs
 
 
@@ -172,7 +258,7 @@ async def calls_during_hold(folder: Path, backend: str, redis_url: str) -> int:
     return sum(1 for c in provider.calls[1:] if c.started_at < first + HOLD_S - 0.05)
 
 
-async def main(seconds: float) -> int:
+async def main(seconds: float, as_json: bool) -> int:
     with RedisServer() as redis, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         costs: dict[tuple[str, bool], list[float]] = {}
@@ -183,11 +269,16 @@ async def main(seconds: float) -> int:
                 await admission_costs(kernel, 0.5, burst=True)  # connections, scripts loaded
                 for burst in (False, True):
                     counted = counts[backend, burst] = Counts()
-                    count_round_trips(kernel.fleet, counted)
+                    stop_counting = count_round_trips(kernel.fleet, counted)
                     cpu, redis_cpu = time.process_time(), await redis_cpu_s(redis.url)
                     costs[backend, burst] = await admission_costs(kernel, seconds, burst)
                     counted.cpu_s = time.process_time() - cpu
+                    stop_counting()
                     counted.redis_cpu_s = await redis_cpu_s(redis.url) - redis_cpu
+        floors = {
+            "redis-py": await floor_redis_py(redis.url, seconds),
+            "coredis": await floor_coredis(redis.url, seconds),
+        }
         held = {b: await calls_during_hold(folder, b, redis.url) for b in ("memory", "redis")}
 
     load_average = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -195,32 +286,60 @@ async def main(seconds: float) -> int:
         f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores, "
         f"load average {load_average}; {CONCURRENCY} concurrent"
     )
-    print("admission + attempt end per call (provider hold and rate limit):")
+    print("admission + attempt end per call (provider hold and rate limit claims):")
+    p: dict[tuple[str, bool], dict[int, float]] = {}
     for burst in (False, True):
         print("  all at once (a burst):" if burst else "  calls in flight 0.5-1.5 s each:")
-        p: dict[str, dict[int, float]] = {}
         for backend in ("memory", "redis"):
             values = costs[backend, burst]
             counted = counts[backend, burst]
-            p[backend] = {q: percentile(values, q) * 1000 for q in (50, 99)}
-            calls = len(values)
-            trips = f"{counted.round_trips / calls:5.2f}" if backend == "redis" else "    0"
+            p[backend, burst] = {q: percentile(values, q) * 1000 for q in (50, 99)}
+            n = len(values)
+            trips = f"{counted.round_trips / n:5.2f}" if backend == "redis" else "    0"
             print(
-                f"    {backend:7} p50 {p[backend][50]:8.3f} ms   p99 {p[backend][99]:8.3f} ms"
-                f"   round trips/call {trips}   CPU/call {counted.cpu_s / calls * 1000:.3f} ms"
-                f" (redis-server {counted.redis_cpu_s / calls * 1000:.3f} ms)   ({calls} calls)"
+                f"    {backend:7} p50 {p[backend, burst][50]:8.3f} ms   p99 "
+                f"{p[backend, burst][99]:8.3f} ms   round trips/call {trips}   CPU/call "
+                f"{counted.cpu_s / n * 1000:.3f} ms (redis-server "
+                f"{counted.redis_cpu_s / n * 1000:.3f} ms)   ({n} calls)"
             )
-        added = {q: p["redis"][q] - p["memory"][q] for q in (50, 99)}
+        added = {q: p["redis", burst][q] - p["memory", burst][q] for q in (50, 99)}
         verdict = "ok" if added[99] <= TARGET_P99_ADDED_MS else "over"
         target = "" if burst else f" (target p99 <= {TARGET_P99_ADDED_MS} ms: {verdict})"
         print(f"    redis adds p50 {added[50]:.3f} ms, p99 {added[99]:.3f} ms{target}")
+    floor = {c: {q: percentile(v, q) * 1000 for q in (50, 99)} for c, v in floors.items()}
+    print("the floor: one bare EVALSHA of the admission script, same concurrency and pattern:")
+    for client, values in floors.items():
+        print(
+            f"  {client:8} p50 {floor[client][50]:8.3f} ms   p99 {floor[client][99]:8.3f} ms"
+            f"   ({len(values)} calls)"
+        )
     print(f"calls a 3-replica fleet sent during a {HOLD_S:.0f} s hold after one 429:")
     print(f"  redis {held['redis']} (target 0)   memory {held['memory']}")
+    if as_json:
+        redis_calls = len(costs["redis", False])
+        figures = {
+            "redis_p50_added_ms": round(p["redis", False][50] - p["memory", False][50], 4),
+            "redis_p99_added_ms": round(p["redis", False][99] - p["memory", False][99], 4),
+            "redis_p99_ms": round(p["redis", False][99], 4),
+            "memory_p99_added_ms": round(p["memory", False][99], 4),
+            "round_trips_per_call": round(counts["redis", False].round_trips / redis_calls, 4),
+            "scripts_per_call": round(counts["redis", False].scripts / redis_calls, 4),
+            "calls_during_hold_redis": held["redis"],
+            "calls_during_hold_memory": held["memory"],
+            "floor_evalsha_p50_ms": round(floor["redis-py"][50], 4),
+            "floor_evalsha_p99_ms": round(floor["redis-py"][99], 4),
+            "floor_coredis_evalsha_p50_ms": round(floor["coredis"][50], 4),
+            "floor_coredis_evalsha_p99_ms": round(floor["coredis"][99], 4),
+            "concurrency": CONCURRENCY,
+            "load_average_1m": round(os.getloadavg()[0], 2),
+        }
+        print(json.dumps(figures))
     return 0
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=6.0, help="per backend and mode")
+    parser.add_argument("--json", action="store_true", help="end with one JSON object")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.seconds)))
+    sys.exit(asyncio.run(main(args.seconds, args.json)))

@@ -6,9 +6,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from agentcore.fleet.claims import (
+    HOLD,
+    SLOTS,
+    WINDOW,
+    Claim,
+    ClaimCall,
+    ClaimKind,
+    ClaimRefusal,
+    Scalar,
+)
 from agentcore.fleet.store import Hold, Refusal, StoreErrorPolicy
+
+_Check = tuple[float | None, str, str | None] | None
 
 
 @dataclass(slots=True)
@@ -30,8 +44,17 @@ class MemoryFleetStore:
 
     description = "memory"
 
-    def __init__(self, on_store_error: StoreErrorPolicy = "closed") -> None:
+    def __init__(
+        self,
+        on_store_error: StoreErrorPolicy = "closed",
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.on_store_error: StoreErrorPolicy = on_store_error
+        self._clock = clock
+        """Wall clock for plugin claim kinds (`ClaimCall.now_ms`); injectable for tests."""
+        self._kinds: dict[str, ClaimKind] = {}
+        self._kind_state: dict[tuple[str, str], dict[str, Any]] = {}
         self._holds: dict[str, _Hold] = {}
         self._slots: dict[str, dict[str, float]] = {}
         """key -> holder -> lease end."""
@@ -146,6 +169,106 @@ class MemoryFleetStore:
             del self._slots[key]
         self._wake(key)
         return True
+
+    # -- admission: claim sets ----------------------------------------------------------
+    # Each method below runs to its end without an await: one locked step (asyncio).
+
+    def register_kinds(self, kinds: Sequence[ClaimKind]) -> None:
+        self._kinds = {kind.name: kind for kind in kinds}
+
+    def _call(self, claim: Claim, holder: str, settle: tuple[Scalar, ...] = ()) -> ClaimCall:
+        state = self._kind_state.setdefault((claim.kind, claim.key), {})
+        return ClaimCall(claim, holder, round(self._clock() * 1000), state, settle)
+
+    def _kind(self, claim: Claim) -> ClaimKind:
+        kind = self._kinds.get(claim.kind)
+        if kind is None:
+            raise ValueError(f"no claim kind {claim.kind!r} is registered with the fleet store")
+        return kind
+
+    async def admit(self, claims: Sequence[Claim], holder: str) -> ClaimRefusal | list[Scalar]:
+        now = time.monotonic()
+        for index, claim in enumerate(claims):
+            refused = self._check(claim, holder, now)
+            if refused is not None:
+                retry_s, detail, info = refused
+                return ClaimRefusal(index, claim, detail, retry_s, info)
+        return [self._take(claim, holder, now) for claim in claims]
+
+    def _check(self, claim: Claim, holder: str, now: float) -> _Check:
+        key, args = claim.key, claim.args
+        if claim.kind == HOLD:
+            hold = self._hold(key, now)
+            if hold is None:
+                return None
+            if hold.until > now:
+                return hold.until - now, "held", hold.reason
+            lease = float(args[0]) / 1000
+            if hold.probe is not None and hold.probe != holder and now - hold.probe_at < lease:
+                return None, "probe", hold.reason
+            return None
+        if claim.kind == SLOTS:
+            held = self._live_slots(key, now)
+            return None if holder in held or len(held) < int(args[0]) else (None, "slots", None)
+        if claim.kind == WINDOW:
+            window_s = float(args[1]) / 1000
+            takes = self._windows.setdefault(key, deque())
+            while takes and takes[0] <= now - window_s:
+                takes.popleft()
+            if len(takes) >= int(args[0]):
+                return takes[0] + window_s - now, "window", None
+            return None
+        return self._kind(claim).check(self._call(claim, holder))
+
+    def _take(self, claim: Claim, holder: str, now: float) -> Scalar:
+        if claim.kind == HOLD:
+            hold = self._hold(claim.key, now)
+            if hold is None or hold.until > now:
+                return 0
+            hold.probe, hold.probe_at = holder, now
+            hold.expires = now + float(claim.args[0]) / 1000 + hold.linger
+            return 1
+        if claim.kind == SLOTS:
+            self._live_slots(claim.key, now)[holder] = now + float(claim.args[1]) / 1000
+            return 0
+        if claim.kind == WINDOW:
+            self._windows.setdefault(claim.key, deque()).append(now)
+            return 0
+        return self._kind(claim).take(self._call(claim, holder))
+
+    async def release(
+        self, claims: Sequence[Claim], holder: str, settles: Sequence[tuple[Scalar, ...]] = ()
+    ) -> None:
+        for index, claim in enumerate(claims):
+            settle = settles[index] if index < len(settles) else ()
+            self._release(claim, holder, settle)
+
+    def _release(self, claim: Claim, holder: str, settle: tuple[Scalar, ...]) -> None:
+        if claim.kind == HOLD:
+            hold = self._hold(claim.key, time.monotonic())
+            if hold is not None and hold.probe == holder:
+                hold.probe = None
+                self._wake(claim.key)
+        elif claim.kind == SLOTS:
+            slots = self._slots.get(claim.key)
+            if slots is not None and slots.pop(holder, None) is not None:
+                self._wake(claim.key)
+        elif claim.kind != WINDOW and self._kind(claim).release(self._call(claim, holder, settle)):
+            self._wake(claim.key)
+
+    async def renew(self, claims: Sequence[Claim], holder: str) -> None:
+        now = time.monotonic()
+        for claim in claims:
+            if claim.kind == HOLD:
+                hold = self._hold(claim.key, now)
+                if hold is not None and hold.probe == holder:
+                    self._take(claim, holder, now)
+            elif claim.kind == SLOTS:
+                slots = self._live_slots(claim.key, now)
+                if holder in slots:
+                    slots[holder] = now + float(claim.args[1]) / 1000
+            elif claim.kind != WINDOW:
+                self._kind(claim).renew(self._call(claim, holder))
 
     # -- wake-ups and lifecycle ------------------------------------------------------
 

@@ -34,9 +34,22 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from agentcore.fleet import admit_script
+from agentcore.fleet.claims import (
+    BUILT_IN_KINDS,
+    HOLD,
+    WINDOW,
+    Claim,
+    ClaimKind,
+    ClaimRefusal,
+    Scalar,
+)
+from agentcore.fleet.hold_view import HoldView
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
 
+DEFAULT_LINGER_MS = 600_000
+"""How long an ended hold written back waits for its probe, when its claim names none."""
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 POOL_SIZE = 64
 """Connections to Redis per kernel; more calls at once wait for one (each op is one short
@@ -232,16 +245,28 @@ class RedisFleetStore:
         self._take = register(_TAKE)
         self._slot_renew = register(_SLOT_RENEW)
         self._slot_release = register(_SLOT_RELEASE)
+        self._kinds: dict[str, ClaimKind] = {}
+        self._admit = register(admit_script.compose(()))
+        self.holds = HoldView()
+        """This replica's view of holds (kept by pub/sub) and the holds it remembers."""
+        self.sends = 0
+        """Round trips made (pipelines and single scripts): what the bench counts."""
         self._batch: list[_Call] | None = None
         """The scripts started in this turn of the event loop, sent together at its end."""
         self._sending: set[asyncio.Task[None]] = set()
+        self._probes: set[tuple[str, str]] = set()
+        """(hold key, holder) of this replica's probes: the only hold claims with something
+        to give back or renew."""
         self._changed: dict[str, asyncio.Event] = {}
         self._listener: asyncio.Task[None] | None = None
         self._closed = False
         self._reachable = True
 
     def _key(self, kind: str, key: str) -> str:
-        return f"{self._prefix}:{kind}:{key}"
+        """Every key carries the hash tag ``{PREFIX}``: one call's claim set (a budget's
+        server and provider scopes included) is one slot on Redis Cluster, so each script
+        stays single-slot (docs/architecture.md, "The admission step")."""
+        return f"{{{self._prefix}}}:{kind}:{key}"
 
     def _wake_channel(self, key: str) -> str:
         return f"{self._prefix}:wake:{key}"
@@ -280,6 +305,7 @@ class RedisFleetStore:
         """One script: one EVALSHA. More: one pipeline (not a transaction: each script is
         atomic by itself), one round trip. A script Redis does not know yet (it restarted)
         is loaded and run again by redis-py's `AsyncScript`."""
+        self.sends += 1
         try:
             if len(batch) == 1:
                 script, keys, args, _ = batch[0]
@@ -319,6 +345,7 @@ class RedisFleetStore:
         reply = await self._run(self._hold_set, [self._key("hold", key)], args)
         hold = _hold(reply[1:])
         assert hold is not None, "the hold script returns the hold in force"
+        self.holds.remember(key, hold.remaining_s, hold.reason, linger_s)
         return hold, bool(reply[0])
 
     async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
@@ -331,7 +358,10 @@ class RedisFleetStore:
 
     async def release_hold(self, key: str) -> Hold | None:
         args = [self._wake_channel(key)]
-        return _hold(await self._run(self._hold_release, [self._key("hold", key)], args))
+        released = _hold(await self._run(self._hold_release, [self._key("hold", key)], args))
+        if released is not None:
+            self.holds.forget(key)
+        return released
 
     # -- limits: semaphores and windows ------------------------------------------------
 
@@ -363,11 +393,115 @@ class RedisFleetStore:
         args = [holder, self._wake_channel(key)]
         return bool(await self._run(self._slot_release, [self._key("slots", key)], args))
 
+    # -- admission: claim sets -----------------------------------------------------------
+
+    def register_kinds(self, kinds: Sequence[ClaimKind]) -> None:
+        self._kinds = {kind.name: kind for kind in kinds}
+        self._admit = self._client.register_script(admit_script.compose(kinds))
+
+    def _hold_args(self, claim: Claim) -> tuple[Scalar, ...]:
+        """A hold claim's args as the script takes them: the remembered hold, written back
+        when Redis lost it. The claim gives (probe lease ms, linger ms)."""
+        remaining, reason = self.holds.remembered_args(claim.key)
+        linger = claim.args[1] if len(claim.args) > 1 else DEFAULT_LINGER_MS
+        return claim.args[0], remaining, reason, linger
+
+    def _prepared(
+        self, claims: Sequence[Claim], holder: str, op: str
+    ) -> list[tuple[int, tuple[Claim, tuple[str, ...], tuple[Scalar, ...]]]]:
+        """The claims that need Redis for `op`, with their full keys and args, by index."""
+        sent = []
+        for index, claim in enumerate(claims):
+            if claim.kind == HOLD:
+                if op == "admit" and self.holds.unheld(claim.key):
+                    continue  # the common case: no hold, known without asking
+                if op != "admit" and (claim.key, holder) not in self._probes:
+                    continue  # only a probe has something to give back or renew
+                args = self._hold_args(claim)
+            elif claim.kind == WINDOW and op != "admit":
+                continue
+            else:
+                args = claim.args
+            families = admit_script.families(claim, self._kinds)
+            keys = tuple(self._key(family, claim.key) for family in families)
+            sent.append((index, (claim, keys, args)))
+        return sent
+
+    async def admit(self, claims: Sequence[Claim], holder: str) -> ClaimRefusal | list[Scalar]:
+        self._ensure_listener()  # the hold view lives while the subscription does
+        results: list[Scalar] = [0] * len(claims)
+        sent = self._prepared(claims, holder, "admit")
+        if not sent:
+            return results
+        generations = {
+            claim.key: self.holds.generation(claim.key)
+            for _, (claim, _, _) in sent
+            if claim.kind == HOLD
+        }
+        keys, argv = admit_script.encode(
+            [c for _, c in sent], self._wake_channel(""), "admit", holder
+        )
+        reply = await self._run(self._admit, keys, argv)
+        if int(reply[0]) != 0:
+            index = sent[int(reply[0]) - 1][0]
+            claim = claims[index]
+            retry_s = None if int(reply[1]) < 0 else int(reply[1]) / 1000
+            info = None if reply[3] is None else str(reply[3])
+            if claim.kind == HOLD and retry_s is not None and info is not None:
+                linger_s = float(self._hold_args(claim)[3]) / 1000
+                self.holds.remember(claim.key, retry_s, info, linger_s)
+            return ClaimRefusal(index, claim, str(reply[2]), retry_s, info)
+        for (index, (claim, _, _)), result in zip(sent, reply[1:], strict=True):
+            results[index] = result
+            if claim.kind == HOLD:
+                if int(result) == 1:
+                    self._probes.add((claim.key, holder))
+                else:
+                    self.holds.saw_no_hold(claim.key, generations[claim.key])
+        return results
+
+    async def release(
+        self, claims: Sequence[Claim], holder: str, settles: Sequence[tuple[Scalar, ...]] = ()
+    ) -> None:
+        sent = self._prepared(claims, holder, "release")
+        for claim in claims:
+            self._probes.discard((claim.key, holder))
+        if sent:
+            settled = [settles[i] if i < len(settles) else () for i, _ in sent]
+            keys, argv = admit_script.encode(
+                [c for _, c in sent], self._wake_channel(""), "release", holder, settled
+            )
+            await self._run(self._admit, keys, argv)
+
+    async def renew(self, claims: Sequence[Claim], holder: str) -> None:
+        sent = [
+            (i, c)
+            for i, c in self._prepared(claims, holder, "renew")
+            if c[0].kind in BUILT_IN_KINDS or self._kinds[c[0].kind].lease_s is not None
+        ]
+        if sent:
+            keys, argv = admit_script.encode(
+                [c for _, c in sent], self._wake_channel(""), "renew", holder
+            )
+            await self._run(self._admit, keys, argv)
+
+    async def _write_back(self) -> None:
+        """Redis is back after the subscription was lost: set again every hold this replica
+        remembers that has not ended (the longest wins), in case Redis restarted empty."""
+        for key, remaining, known in self.holds.in_force():
+            try:
+                await self.set_hold(key, remaining, known.reason, known.linger_s)
+            except FleetUnavailable:
+                return
+
     # -- wake-ups ---------------------------------------------------------------------
 
-    def changed(self, key: str) -> asyncio.Event:
+    def _ensure_listener(self) -> None:
         if self._listener is None and not self._closed:
             self._listener = asyncio.create_task(self._listen(), name="fleet store wake-ups")
+
+    def changed(self, key: str) -> asyncio.Event:
+        self._ensure_listener()
         event = self._changed.get(key)
         if event is None:
             event = self._changed[key] = asyncio.Event()
@@ -392,15 +526,20 @@ class RedisFleetStore:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.psubscribe(prefix + "*")
+                self.holds.subscribed()
                 if lost:
+                    await self._write_back()
                     self._wake_all()
                 lost = False
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
                     if message is not None and message.get("type") == "pmessage":
-                        self._wake(str(message["channel"])[len(prefix) :])
+                        key = str(message["channel"])[len(prefix) :]
+                        self.holds.changed(key, str(message.get("data")))
+                        self._wake(key)
             except UNREACHABLE:
                 lost = True
+                self.holds.lost()
                 self._wake_all()
             finally:
                 with contextlib.suppress(Exception):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
+from agentcore.fleet.claims import Claim, ClaimKind, ClaimRefusal, Scalar
 from agentcore.inference.calls import Attempt
 from agentcore.inference.errors import InferenceError
 
@@ -114,6 +116,31 @@ class FleetStore(Protocol):
 
     async def release_slot(self, key: str, holder: str) -> bool:
         """Give `holder`'s slot back. True when it held one."""
+        ...
+
+    # -- admission: claim sets (agentcore.fleet.claims) ----------------------------------
+
+    def register_kinds(self, kinds: Sequence[ClaimKind]) -> None:
+        """The plugin claim kinds this store may be asked about (the kernel, at start)."""
+        ...
+
+    async def admit(self, claims: Sequence[Claim], holder: str) -> ClaimRefusal | list[Scalar]:
+        """Decide every claim at once, atomically (one locked step; one script): check each,
+        then, when all passed, take each for `holder`. Returns each take's result, in order,
+        or the first claim that refused (nothing taken)."""
+        ...
+
+    async def release(
+        self, claims: Sequence[Claim], holder: str, settles: Sequence[tuple[Scalar, ...]] = ()
+    ) -> None:
+        """Give back what `holder` was granted, in one operation (it may ride with the next
+        operation on the same connection); `settles[i]` is claim i's settlement. Giving back
+        what is not held does nothing."""
+        ...
+
+    async def renew(self, claims: Sequence[Claim], holder: str) -> None:
+        """Extend the leases `holder` holds for `claims` (slots; a hold's probe; a plugin
+        kind's `renew`), in one operation."""
         ...
 
     # -- wake-ups and lifecycle ------------------------------------------------------

@@ -107,3 +107,26 @@ class GiveUp:
 
 
 Decision: TypeAlias = Retry | GiveUp
+
+
+def trace_fields(inference: Inference) -> dict[str, Any]:
+    """What every inference:start, complete and fail trace says of its inference."""
+    fields = {
+        "inferenceId": inference.id,
+        "model": inference.request.model,
+        "streamed": inference.streamed,
+    }
+    metadata = inference.request.metadata
+    server = metadata.get("serverId")
+    if server is not None:
+        fields["serverId"] = server
+        fields["mcplRequestId"] = metadata.get("mcplRequestId")  # the request it answers
+    turn = inference.request.turn
+    if turn is not None:  # one of the host's own turns: its conversation and place in it
+        fields["conversationId"] = turn.conversation_id
+        fields["turnIndex"] = turn.turn_index
+    else:
+        conversation = metadata.get("conversationId")
+        if conversation is not None:
+            fields["conversationId"] = conversation
+    return fields

@@ -11,7 +11,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from agentcore.fleet import FleetStore, Refusal, open_store
+from agentcore.fleet.claims import HOLD, SLOTS, WINDOW, Claim, ClaimRefusal
 from agentcore.settings import FleetSettings
+from agentcore.testing.claims import QUOTA, Quota, used
 from agentcore.testing.redis import RedisServer
 
 LINGER_S = 60.0
@@ -372,3 +374,141 @@ async def test_closing_wakes_waiters(store: FleetStore) -> None:
     event = store.changed("p:m")
     await store.aclose()
     assert event.is_set()
+
+
+# -- claim sets: the admission step's one operation ---------------------------------------
+
+
+def hold_claim(key: str = "p:m", lease_ms: int = 60_000) -> Claim:
+    return Claim(HOLD, key, (lease_ms, 60_000), wait_reason="hold")
+
+
+def slots_claim(limit: int, key: str = "p", lease_ms: int = 60_000) -> Claim:
+    return Claim(SLOTS, key, (limit, lease_ms))
+
+
+def window_claim(limit: int, key: str = "p", window_ms: int = 60_000) -> Claim:
+    return Claim(WINDOW, key, (limit, window_ms))
+
+
+def quota_claim(limit: float, amount: float, key: str = "server:s") -> Claim:
+    return Claim(QUOTA, key, (limit, amount))
+
+
+@pytest.fixture
+def claim_stores(stores: Callable[[], FleetStore]) -> Callable[[], FleetStore]:
+    """`stores` that know the third-party ``quota`` kind (agentcore.testing.claims)."""
+
+    def make() -> FleetStore:
+        store = stores()
+        store.register_kinds([Quota()])
+        return store
+
+    return make
+
+
+@pytest.fixture
+def claim_store(claim_stores: Callable[[], FleetStore]) -> FleetStore:
+    return claim_stores()
+
+
+async def test_a_claim_set_is_granted_whole_with_each_takes_result(
+    claim_store: FleetStore,
+) -> None:
+    claims = [hold_claim(), window_claim(5), slots_claim(2), quota_claim(3.0, 1.0)]
+    assert await claim_store.admit(claims, "a") == [0, 0, 0, 0]
+    assert await used(claim_store, "server:s") == 1.0
+    assert not await slot(claim_store, "p", "other", 1)  # the set's slot is held
+
+
+async def test_a_refused_set_takes_nothing_and_names_its_claim(
+    claim_store: FleetStore,
+) -> None:
+    assert await claim_store.admit([slots_claim(1)], "first") == [0]
+    claims = [window_claim(5), quota_claim(3.0, 1.0), slots_claim(1)]
+    refusal = await claim_store.admit(claims, "second")
+    assert isinstance(refusal, ClaimRefusal)
+    assert (refusal.index, refusal.claim, refusal.detail, refusal.retry_s) == (
+        2,
+        claims[2],
+        "slots",
+        None,
+    )
+    assert await used(claim_store, "server:s") == 0.0  # checked, then nothing taken
+    assert await window(claim_store, "p", "probe", 1, 60.0) == 0.0  # nor the window place
+
+
+async def test_a_plugin_kind_refuses_with_its_own_detail(claim_store: FleetStore) -> None:
+    assert await claim_store.admit([quota_claim(1.5, 1.0)], "a") == [0]
+    refusal = await claim_store.admit([slots_claim(5), quota_claim(1.5, 1.0)], "b")
+    assert isinstance(refusal, ClaimRefusal)
+    assert (refusal.index, refusal.detail, refusal.info) == (1, "quota", "1")
+    assert await claim_store.admit([slots_claim(5)], "c") == [0]  # b took no slot: 5 left
+
+
+async def test_release_settles_a_plugin_claim_and_gives_slots_back(
+    claim_stores: Callable[[], FleetStore],
+) -> None:
+    actor, other = claim_stores(), claim_stores()
+    claims = [slots_claim(1), quota_claim(2.0, 1.5)]
+    assert await actor.admit(claims, "a") == [0, 0]
+    assert isinstance(await other.admit(claims, "b"), ClaimRefusal)
+    await actor.release(claims, "a", [(), (0.25,)])  # its real cost: 0.25 of 1.5 reserved
+    assert await used(actor, "server:s") == 0.25
+    assert await other.admit(claims, "b") == [0, 0]
+    await actor.release(claims, "a")  # given back twice: nothing more happens
+    assert await used(other, "server:s") == 1.75
+
+
+async def test_a_hold_refuses_with_its_remaining_time_then_one_probe_goes(
+    claim_stores: Callable[[], FleetStore],
+) -> None:
+    first, second = claim_stores(), claim_stores()
+    await first.set_hold("p:m", 0.3, "overloaded", LINGER_S)
+    refusal = await second.admit([hold_claim(), slots_claim(5)], "a")
+    assert isinstance(refusal, ClaimRefusal)
+    assert (refusal.index, refusal.detail, refusal.info) == (0, "held", "overloaded")
+    assert refusal.retry_s is not None and 0.1 < refusal.retry_s <= 0.3
+    await asyncio.sleep(0.35)
+    grants = await asyncio.gather(
+        *(
+            store.admit([hold_claim(), slots_claim(5)], f"h{i}")
+            for i, store in enumerate([first, second, first, second])
+        )
+    )
+    probes = [g for g in grants if isinstance(g, list) and g[0] == 1]
+    behind = [g for g in grants if isinstance(g, ClaimRefusal)]
+    assert len(probes) == 1 and len(behind) == 3
+    assert {(r.detail, r.retry_s) for r in behind} == {("probe", None)}
+
+
+async def test_releasing_the_probe_lets_the_next_call_be_the_probe(
+    claim_store: FleetStore,
+) -> None:
+    await claim_store.set_hold("p:m", 0.0, "rate_limit", LINGER_S)
+    assert await claim_store.admit([hold_claim()], "probe") == [1]
+    assert isinstance(await claim_store.admit([hold_claim()], "next"), ClaimRefusal)
+    await claim_store.release([hold_claim()], "probe")
+    assert await claim_store.admit([hold_claim()], "next") == [1]
+
+
+async def test_renewing_keeps_a_claimed_slot_past_its_lease(claim_store: FleetStore) -> None:
+    claims = [slots_claim(1, lease_ms=300)]
+    assert await claim_store.admit(claims, "a") == [0]
+    for _ in range(3):
+        await asyncio.sleep(0.15)
+        await claim_store.renew(claims, "a")
+    assert isinstance(await claim_store.admit(claims, "b"), ClaimRefusal)
+    await asyncio.sleep(0.35)  # no longer renewed: its lease runs out
+    assert await claim_store.admit(claims, "b") == [0]
+
+
+async def test_a_release_wakes_waiters_on_the_claims_key(
+    claim_stores: Callable[[], FleetStore],
+) -> None:
+    actor, watcher = claim_stores(), claim_stores()
+    await subscribed(watcher)
+    assert await actor.admit([slots_claim(1), quota_claim(5.0, 1.0)], "a") == [0, 0]
+    assert await wakes(watcher, "p", lambda: actor.release([slots_claim(1)], "a"))
+    quota = [quota_claim(5.0, 1.0)]
+    assert await wakes(watcher, "server:s", lambda: actor.release(quota, "a", [(1.0,)]))

@@ -122,6 +122,7 @@ SCENARIOS: dict[str, Scenario] = {
     "agentcore_start": _lifecycle,
     "agentcore_stop": _lifecycle,
     "on_admission": _inference,
+    "on_admission_claims": _inference,
     "on_stream_event": _inference,
     "on_attempt_end": _inference,
     "on_trace": _inference,

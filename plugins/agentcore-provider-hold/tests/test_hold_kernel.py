@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
 import agentcore_provider_hold
 import pytest
-from agentcore_provider_hold import HOLD_TOO_LONG, ProviderHold
+from agentcore_provider_hold import HOLD_TOO_LONG
 
 from agentcore.api import (
+    HOLD,
     SHUTTING_DOWN,
     Attempt,
+    Claim,
+    ClaimRefusal,
     Complete,
     Failed,
     InferenceError,
@@ -22,6 +25,7 @@ from agentcore.api import (
     Message,
     Request,
     Retry,
+    Scalar,
     hookimpl,
 )
 from agentcore.testing import Kernel, Stall
@@ -368,36 +372,35 @@ async def test_shutdown_wakes_every_waiter_with_an_error(
 
 
 class KeysSeen(MemoryFleetStore):
-    """The memory store, noting the keys probes were claimed on."""
+    """The memory store (given to the kernel), noting the keys probes were claimed on."""
 
     def __init__(self) -> None:
         super().__init__()
         self.keys: set[str] = set()
 
-    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
-        self.keys.add(key)
-        return await super().claim_probe(key, owner, lease_s)
+    async def admit(self, claims: Sequence[Claim], holder: str) -> ClaimRefusal | list[Scalar]:
+        answer = await super().admit(claims, holder)
+        if isinstance(answer, list):
+            probes = zip(claims, answer, strict=True)
+            self.keys.update(c.key for c, r in probes if c.kind == HOLD and r == 1)
+        return answer
 
 
 class LateRenewals(KeysSeen):
-    """A store that a probe's renewal (the same owner claiming again) reaches late, as a
-    Redis command still on its way does: held until `let_through` is set."""
+    """A store that the kernel's lease renewal reaches late, as a Redis command still on
+    its way does: held until `let_through` is set."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.claims: dict[str, int] = {}
         self.renewal_waiting = asyncio.Event()
         self.let_through = asyncio.Event()
         self.renewed = asyncio.Event()
 
-    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
-        self.claims[owner] = self.claims.get(owner, 0) + 1
-        if self.claims[owner] == 1:
-            return await super().claim_probe(key, owner, lease_s)
+    async def renew(self, claims: Sequence[Claim], holder: str) -> None:
         self.renewal_waiting.set()
         await self.let_through.wait()
         try:
-            return await super().claim_probe(key, owner, lease_s)
+            await super().renew(claims, holder)
         finally:
             self.renewed.set()
 
@@ -406,21 +409,23 @@ async def test_a_renewal_arriving_after_its_probe_ended_leaves_no_claim_behind(
     load: Load, provider: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Found by bench/soak.py: the probe's lease renewal was on its way to the store when
-    the probe failed and dropped its claim; arriving after, it claimed the probe again for
-    an attempt that was over, and every call to the model waited for that lease to lapse
-    (10 s) with nothing sent."""
+    the probe failed and gave its claim back; arriving after, it must not claim the probe
+    again for an attempt that is over (every call to the model would wait for that lease
+    to lapse with nothing sent)."""
     monkeypatch.setattr(agentcore_provider_hold, "PROBE_LEASE_S", 0.3)  # renewals 0.1 s apart
     store = LateRenewals()
     provider.script = [limited(0.01), [Stall(0.5), InferenceError("server", "scripted 500")]]
-    async with load(plugins={"provider-hold": ProviderHold(store=store)}) as kernel:
+    kernel = load()
+    kernel.fleet = store
+    async with kernel:
         await fail(kernel, req(tag="a"))  # the hold
         probe = asyncio.create_task(kernel.complete(req(tag="b")))  # the probe, stalling
         await store.renewal_waiting.wait()  # its renewal, on its way
         with pytest.raises(InferenceError):
-            await probe  # the probe fails: its claim is dropped
+            await probe  # the probe fails: its claim is given back
+        await asyncio.sleep(0.01)  # the release, in a task of its own
         store.let_through.set()  # the renewal arrives
         await store.renewed.wait()
-        await asyncio.sleep(0)  # the renewer's step after the claim
         [key] = store.keys
         hold = await store.get_hold(key)
         assert hold is not None and hold.probe is None  # the next call may go first
@@ -463,12 +468,12 @@ class ClaimGrantedReplyLate(KeysSeen):
         super().__init__()
         self.granted = asyncio.Event()
 
-    async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
-        claimed = await super().claim_probe(key, owner, lease_s)
-        if not self.granted.is_set():
+    async def admit(self, claims: Sequence[Claim], holder: str) -> ClaimRefusal | list[Scalar]:
+        answer = await super().admit(claims, holder)
+        if self.keys and not self.granted.is_set():
             self.granted.set()
             await asyncio.Event().wait()  # the reply, still on its way
-        return claimed
+        return answer
 
 
 async def test_a_call_cancelled_while_its_probe_claim_is_granted_leaves_no_claim_behind(
@@ -479,7 +484,9 @@ async def test_a_call_cancelled_while_its_probe_claim_is_granted_leaves_no_claim
     for the probe's lease to lapse."""
     store = ClaimGrantedReplyLate()
     provider.script = [limited(0.01)]
-    async with load(plugins={"provider-hold": ProviderHold(store=store)}) as kernel:
+    kernel = load()
+    kernel.fleet = store
+    async with kernel:
         await fail(kernel, req(tag="a"))  # the hold
         probe = asyncio.create_task(kernel.complete(req(tag="b")))
         await store.granted.wait()

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from agentcore_rate_limit import LIMIT_WAIT_TOO_LONG, SLOTS_TRACE
 
-from agentcore.api import SHUTTING_DOWN, Attempt, InferenceError, Message, Request, hookimpl
+from agentcore.api import SHUTTING_DOWN, InferenceError, Message, Request
 from agentcore.testing import STALL, Kernel, Stall
+from agentcore.testing.claims import QuotaPlugin
 
 Load = Callable[..., Kernel]
 
@@ -244,27 +245,20 @@ async def test_shutdown_wakes_a_waiting_call_with_an_error(load: Load, provider:
         assert isinstance(error, InferenceError) and error.code == SHUTTING_DOWN
 
 
-class RefuseAfterTheLimit:
-    """An admission policy that runs after the rate limit and refuses the first call."""
-
-    def __init__(self) -> None:
-        self.refused = 0
-
-    @hookimpl(trylast=True)
-    def on_admission(self, attempt: Attempt) -> None:
-        if self.refused == 0:
-            self.refused += 1
-            raise InferenceError("invalid_request", "refused after the limit", retryable=False)
-
-
-async def test_a_slot_comes_back_when_a_later_policy_refuses_the_call(
+async def test_a_call_another_claim_refuses_takes_no_slot(
     load: Load, provider: Any, recorder: Any
 ) -> None:
+    """The slot and a third-party claim (a ``quota``, agentcore.testing.claims) are decided
+    at once: the quota refuses the second call, which takes no slot, so the third (its
+    quota raised) is admitted at once with max_in_flight = 1."""
     limits = "max_wait_s = 2\n[rate_limit.providers.fake]\nmax_in_flight = 1"
-    # Registered after the rate limit, so called after it (pluggy calls trylast hooks
-    # in the order they were registered). The traces show the slot taken, then given back.
-    async with load(limits, plugins={"refuser": RefuseAfterTheLimit()}) as kernel:
-        assert "refused after the limit" in str(await fail(kernel, req("refused")))
+    quota = QuotaPlugin({"fake": (1.0, 1.0, 1.0)})  # one call's worth, settled in full
+    async with load(limits, plugins={"quota": quota}) as kernel:
+        assert (await kernel.complete(req("first"))).text == "hello"
+        await asyncio.sleep(0.05)  # its release, in a task of its own
+        assert "the quota claim" in str(await fail(kernel, req("refused")))
+        quota.limits["fake"] = (2.0, 1.0, 1.0)
         assert (await asyncio.wait_for(kernel.complete(req("next")), 1.0)).text == "hello"
     changes = [(s["change"], s["inUse"]) for s in recorder.of(SLOTS_TRACE)]
     assert changes == [("taken", 1), ("released", 0), ("taken", 1), ("released", 0)]
+    assert [c.request.metadata["tag"] for c in provider.calls] == ["first", "next"]

@@ -6,16 +6,17 @@ calls to that provider and model wait at admission instead of hitting it again.
   the provider's stated wait ends, or for ``default_hold_s`` when it stated none,
   made up to ``release_jitter`` (a fraction) longer at random.
   The longest hold wins: a shorter stated wait never shortens one.
-- While a key is held, `on_admission` waits, announced as a ``hold`` wait: no
-  provider call is made. A call that would wait longer than ``max_wait_s`` (unset:
-  ``[inference] max_stated_wait_s``) in all fails at once, naming the provider,
-  model and remaining wait.
+- While a key is held, a call waits at the kernel's admission step (this plugin's
+  ``hold`` claim, `on_admission_claims`, decided by the store with every other claim
+  of the call at once), announced as a ``hold`` wait: no provider call is made. A call
+  that would wait longer than ``max_wait_s`` (unset: ``[inference] max_stated_wait_s``)
+  in all fails at once, naming the provider, model and remaining wait.
 - When the hold ends one call goes first (the probe). Only its success releases
   the others; a rate_limit or overloaded failure starts a new hold; any other
   ending lets the next waiter be the probe. A call waiting behind the probe is
   bounded by ``max_wait_s`` too: past it, it fails saying it waited for the probe.
-- Shutdown (the kernel's ``stopping``, or `agentcore_stop`) wakes every waiter,
-  which fails with "The host is shutting down".
+- Shutdown (the kernel's ``stopping``) wakes every waiter, which fails with "The host
+  is shutting down".
 
 Traces: ``provider:hold`` (provider, model, key, untilMs, durationMs, reason, error,
 stated, inferenceId) when a hold starts or is lengthened, ``provider:release``
@@ -32,12 +33,9 @@ waits (announced as a ``hold`` wait) and fails after ``max_wait_s``; ``open`` ad
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import random
 import time
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -45,10 +43,12 @@ from loguru import logger
 from pydantic import Field
 
 from agentcore.api import (
+    HOLD,
     HOLD_TRACE,
     RELEASE_TRACE,
-    UNAVAILABLE_TRACE,
     Attempt,
+    Claim,
+    ClaimRefusal,
     FleetStore,
     FleetUnavailable,
     Hold,
@@ -56,16 +56,10 @@ from agentcore.api import (
     InferenceError,
     PluginContext,
     ReleasePayload,
+    Scalar,
     Section,
     SettingsSection,
-    TraceEvent,
-    Wait,
     hookimpl,
-    poll_s,
-    shutting_down,
-    unavailable_error,
-    unavailable_fields,
-    wait_for_change,
 )
 
 HOLD_KINDS: frozenset[str] = frozenset({"rate_limit", "overloaded"})
@@ -73,8 +67,8 @@ HOLD_TOO_LONG = "hold_too_long"
 """`InferenceError.code` of the error a call fails with when the hold outlasts max_wait_s."""
 MAX_WAIT_SETTING = "[provider_hold] max_wait_s"
 PROBE_LEASE_S = 10.0
-"""A probe's claim lasts this long, renewed every third of it while the probe runs: a
-probe lost with its replica hands over to the next call within this."""
+"""A probe's claim lasts this long, renewed by the kernel every third of it while the probe
+runs: a probe lost with its replica hands over to the next call within this."""
 
 
 class HoldSettings(Section):
@@ -163,30 +157,25 @@ def probe_too_long(
 
 
 class ProviderHold:
-    """The plugin object; the kernel makes one per kernel. `store` replaces the kernel's
-    ``[fleet]`` store (tests, embedding hosts)."""
+    """The plugin object; the kernel makes one per kernel. Its gate is a ``hold`` claim on
+    the kernel's admission step (`on_admission_claims`); its outcomes (a hold set, a hold
+    released by the probe's success) are written to the kernel's ``[fleet]`` store in
+    `on_attempt_end`."""
 
-    def __init__(self, store: FleetStore | None = None) -> None:
-        self._store = store
+    def __init__(self) -> None:
         self.settings = HoldSettings()
         self._context: PluginContext[HoldSettings] | None = None
-        self._stopped = asyncio.Event()
-        self._owner_prefix = uuid.uuid4().hex[:12]
         self._linger_s = 600.0
-        self._drops: set[asyncio.Task[None]] = set()
-        self._probes: dict[str, str] = {}
-        """This replica's probes in flight, owner to key: only a probe's outcome releases
-        a hold or hands the probe on, so any other attempt's end costs no store call."""
-        self._renewer: asyncio.Task[None] | None = None
+        self._probes: set[tuple[str, int]] = set()
+        """This replica's probes in flight, by (inference id, attempt number): only a
+        probe's success releases a hold, so any other attempt's end costs no store call."""
         self._limit: tuple[float, str] = (600.0, "[inference] max_stated_wait_s")
         """The longest a call waits here in all, and the settings key that says so."""
 
     @property
     def store(self) -> FleetStore:
-        if self._store is None:
-            assert self._context is not None, "agentcore_start was not called"
-            self._store = self._context.fleet
-        return self._store
+        assert self._context is not None, "agentcore_start was not called"
+        return self._context.fleet
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -205,142 +194,58 @@ class ProviderHold:
         else:
             self._limit = (context.inference.max_stated_wait_s, "[inference] max_stated_wait_s")
 
-    @hookimpl
-    def agentcore_stop(self) -> None:
-        self._stopped.set()
-        if self._renewer is not None:
-            self._renewer.cancel()
-            self._renewer = None
-
     # -- admission ---------------------------------------------------------------
 
     @hookimpl
-    async def on_admission(self, attempt: Attempt) -> None:
-        store = self.store
+    def on_admission_claims(self, attempt: Attempt) -> list[Claim]:
+        """No hold on the attempt's key, or the hold ended and this call is its one probe:
+        the store decides it with every other claim of the call, at once."""
         key = str(hold_key(attempt, self.settings.key))
-        outage_traced = False
-        try:
-            if await store.get_hold(key) is None:
-                return  # the common case: one read
-        except FleetUnavailable as exc:
-            if self._unreachable(attempt, exc):
-                return
-            outage_traced = True
-        owner = f"{self._owner_prefix}:{attempt.inference.id}:{attempt.number}"
-        started = time.monotonic()
         max_wait, setting = self._limit
-        async with AsyncExitStack() as stack:
-            wait: Wait | None = None
-            while True:
-                changed = store.changed(key)  # before reading, so no change is missed
-                if self._stopping():
-                    raise shutting_down()
-                try:
-                    hold = await store.get_hold(key)
-                    if hold is None:
-                        return
-                    remaining = hold.remaining_s
-                    if remaining > 0:
-                        if time.monotonic() - started + remaining > max_wait:
-                            raise hold_too_long(attempt, hold, remaining, max_wait, setting)
-                        until: float | None = time.monotonic() + remaining
-                        sleep_s = remaining
-                    elif await self._claim(key, owner):
-                        self._probe(owner, key)
-                        return  # the probe: it goes alone, and its outcome decides for the rest
-                    else:
-                        # Behind the probe, for as long as it runs: bounded like any wait.
-                        waited = time.monotonic() - started
-                        if waited >= max_wait:
-                            raise probe_too_long(attempt, hold, waited, max_wait, setting)
-                        until, sleep_s = None, poll_s(at_most=max_wait - waited)
-                except FleetUnavailable as exc:
-                    if not outage_traced and self._unreachable(attempt, exc):
-                        return
-                    outage_traced = True
-                    waited = time.monotonic() - started
-                    if waited >= max_wait:
-                        raise unavailable_error(store, exc, waited, max_wait, setting) from exc
-                    until, sleep_s = None, poll_s(at_most=max_wait - waited)
-                if wait is None:
-                    wait = await stack.enter_async_context(self._waiting(attempt, until))
-                else:
-                    wait.until = until  # a lengthened hold, or now behind a probe
-                await self._sleep(changed, sleep_s)
-
-    def _unreachable(self, attempt: Attempt, exc: FleetUnavailable) -> bool:
-        """Trace that the store could not be read; True when the call is admitted anyway."""
-        store = self.store
-        admitted = store.on_store_error == "open"
-        if self._context is not None:
-            self._context.emit_now(
-                UNAVAILABLE_TRACE,
-                **unavailable_fields(store, "provider-hold", attempt, exc, admitted),
+        probe = (attempt.inference.id, attempt.number)
+        args = (round(PROBE_LEASE_S * 1000), max(1, round(self._linger_s * 1000)))
+        return [
+            Claim(
+                HOLD,
+                key,
+                args,
+                wait_reason="hold",
+                max_wait_s=max_wait,
+                max_wait_setting=setting,
+                refused=functools.partial(self._refused, attempt),
+                admitted=lambda result: self._admitted(probe, result),
+                released=lambda: self._probes.discard(probe),
             )
-        return admitted
+        ]
 
-    async def _claim(self, key: str, owner: str) -> bool:
-        """Claim the probe. A call cancelled while the claim is on its way (its session
-        closed) may have been granted it: the claim is dropped, or every call to the model
-        would wait behind a probe that never runs until its lease lapsed."""
-        try:
-            return await self.store.claim_probe(key, owner, PROBE_LEASE_S)
-        except BaseException:
-            self._drop_soon(key, owner)  # dropping a probe another owns does nothing
-            raise
+    def _admitted(self, probe: tuple[str, int], result: Scalar) -> None:
+        if result == 1:  # the probe: it goes alone, and its outcome decides for the rest
+            self._probes.add(probe)
 
-    def _drop_soon(self, key: str, owner: str) -> None:
-        """Drop a probe claim in a task of its own: a cancelled caller cannot stop it."""
-        task = asyncio.create_task(self._drop(key, owner), name="provider-hold probe drop")
-        self._drops.add(task)
-        task.add_done_callback(self._drops.discard)
-
-    def _probe(self, owner: str, key: str) -> None:
-        self._probes[owner] = key
-        if self._renewer is None and not self._stopped.is_set():
-            self._renewer = asyncio.create_task(self._renew(), name="provider-hold probe leases")
-
-    async def _renew(self) -> None:
-        """Renew this replica's probes' leases (a probe claiming again), so that only a
-        dead replica's probe lapses."""
-        while True:
-            await asyncio.sleep(PROBE_LEASE_S / 3)
-            for owner, key in list(self._probes.items()):
-                if owner not in self._probes:
-                    continue  # ended while an earlier renewal was under way
-                try:
-                    renewed = await self.store.claim_probe(key, owner, PROBE_LEASE_S)
-                    if renewed and owner not in self._probes:
-                        # The probe ended (and dropped its claim) while this renewal was
-                        # on its way, which then claimed the probe anew for an attempt
-                        # that is over: nobody would go first until its lease ran out.
-                        await self.store.drop_probe(key, owner)
-                except FleetUnavailable as exc:
-                    logger.warning(
-                        "the provider hold could not renew its probe of {}: {}", key, exc
-                    )
-
-    @asynccontextmanager
-    async def _waiting(self, attempt: Attempt, until: float | None) -> AsyncIterator[Wait]:
-        assert self._context is not None, "agentcore_start was not called"
-        async with self._context.waiting("hold", attempt, until) as wait:
-            yield wait
-
-    def _stopping(self) -> bool:
-        context = self._context
-        return self._stopped.is_set() or (context is not None and context.stopping.is_set())
-
-    async def _sleep(self, changed: asyncio.Event, timeout: float) -> None:
-        stops = [self._stopped] + ([self._context.stopping] if self._context else [])
-        await wait_for_change(changed, timeout, *stops)
+    def _refused(
+        self, attempt: Attempt, refusal: ClaimRefusal, waited: float
+    ) -> InferenceError | None:
+        """Held: wait for the end, unless that is past the limit (known now). Behind the
+        probe: wait for as long as it runs, bounded like any wait."""
+        max_wait, setting = self._limit
+        hold = Hold(refusal.info or "rate_limit", refusal.retry_s or 0.0, 0.0)
+        if refusal.detail == "held" and refusal.retry_s is not None:
+            if waited + refusal.retry_s > max_wait:
+                return hold_too_long(attempt, hold, refusal.retry_s, max_wait, setting)
+            return None
+        if waited >= max_wait:
+            return probe_too_long(attempt, hold, waited, max_wait, setting)
+        return None
 
     # -- outcomes ----------------------------------------------------------------
 
     @hookimpl
     async def on_attempt_end(self, attempt: Attempt, error: InferenceError | None) -> None:
+        """A rate limit or overload holds the key (the longest wins; the probe is
+        forgotten); the probe's success releases it. Any other end of the probe lets the
+        next waiter be the probe: the kernel gives its claim back after this."""
         key = hold_key(attempt, self.settings.key)
-        owner = f"{self._owner_prefix}:{attempt.inference.id}:{attempt.number}"
-        probe = self._probes.pop(owner, None) is not None
+        probe = (attempt.inference.id, attempt.number) in self._probes
         try:
             duration = (
                 None
@@ -351,32 +256,10 @@ class ProviderHold:
             )
             if error is not None and duration is not None:
                 await self._hold(attempt, key, error, duration)
-            elif not probe:
-                return  # not the probe: its end decides nothing
-            elif error is None:
+            elif probe and error is None:
                 await self._succeeded(attempt, key)
-            else:
-                await self.store.drop_probe(str(key), owner)  # the next waiter becomes the probe
         except FleetUnavailable as exc:
             logger.warning("the provider hold could not record {}'s outcome: {}", key, exc)
-
-    @hookimpl
-    def on_trace(self, event: TraceEvent) -> None:
-        """A probe that failed at admission after this plugin admitted it (a later policy
-        refused it, or it was cancelled there) never ends an attempt: its claim is dropped
-        here. Kept, the renewer would hold it, and every call to the model behind it, for
-        good."""
-        if event.type != "inference:fail" or not self._probes:
-            return
-        ended = f"{self._owner_prefix}:{event.fields.get('inferenceId')}:"
-        for owner in [o for o in self._probes if o.startswith(ended)]:
-            self._drop_soon(self._probes.pop(owner), owner)
-
-    async def _drop(self, key: str, owner: str) -> None:
-        try:
-            await self.store.drop_probe(key, owner)  # the next waiter becomes the probe
-        except FleetUnavailable as exc:  # its lease runs out by itself
-            logger.warning("the provider hold could not drop its probe of {}: {}", key, exc)
 
     async def _succeeded(self, attempt: Attempt, key: HoldKey) -> None:
         # Only an ended hold is released: a new hold set meanwhile stands.

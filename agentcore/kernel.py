@@ -238,6 +238,7 @@ class Kernel:
             mcpl_servers=lambda: self.mcpl_servers(),  # set once an McplHost runs
             fleet=lambda: self.fleet,
             add_claim_kind=functools.partial(self.admission.add_kind, record.name),
+            pricer=self.pricer,
         )
 
     # -- traces and waits ------------------------------------------------------------

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from agentcore.inference.calls import Attempt, Wait, WaitReason
     from agentcore.mcpl.jsonrpc import EncodedParams
     from agentcore.model_info import ModelInfo
+    from agentcore.pricing import Pricer
     from agentcore.providers import ProviderFactory
     from agentcore.settings import InferenceSettings, LoadedSettings
 
@@ -511,6 +512,7 @@ class PluginContext(Generic[SettingsT]):
         mcpl_servers: Callable[[], Sequence[ServerHandle]],
         fleet: Callable[[], FleetStore],
         add_claim_kind: Callable[[ClaimKind], None] | None = None,
+        pricer: Pricer | None = None,
     ) -> None:
         self.name = name
         self.settings: SettingsT = settings
@@ -530,6 +532,8 @@ class PluginContext(Generic[SettingsT]):
         self._mcpl_servers = mcpl_servers
         self._fleet = fleet
         self._add_claim_kind = add_claim_kind
+        self.pricer = pricer
+        """The kernel's prices (`agentcore.pricing.Pricer`): what a call costs, or may."""
 
     def add_claim_kind(self, kind: ClaimKind) -> None:
         """Add an admission claim kind of this plugin's own (in `agentcore_start`); its name

@@ -6,7 +6,7 @@ priced separately. A model with no known price is unpriced: its cost is None (``
 null``), never 0, and one warning per model says so (the ``inference:unpriced`` trace).
 genai-prices (about 30 MB, and 0.4 s to load its table) is imported at its first use, in a
 thread, and never when every model called has a price in the settings. The kinds that call
-no one (``echo``, and `agentcore.testing`'s ``scripted``) cost nothing.
+no one (``echo``, and `agentcore.testing`'s ``scripted``) cost nothing unless given a price.
 """
 
 from __future__ import annotations
@@ -95,13 +95,13 @@ class Pricer:
     ) -> Decimal | None:
         """The cost of `usage` on the first of `models` (requested, then served) with a
         price; None when none has one (warned once per model)."""
-        config = self.providers.get(provider)
-        if config is not None and config.kind in FREE_KINDS:
-            return Decimal(0)
         for model in models:
             price = self._override(provider, model)
             if price is not None:
                 return _settings_cost(price, usage)
+        config = self.providers.get(provider)
+        if config is not None and config.kind in FREE_KINDS:
+            return Decimal(0)
         for model in dict.fromkeys(models):
             found = self._table_cost(config, model, usage, when)
             if found is not None:

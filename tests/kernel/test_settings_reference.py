@@ -28,6 +28,7 @@ BUNDLED_SECTIONS = {
     "otel",
     "console",
     "rate_limit",
+    "budget",
 }
 
 

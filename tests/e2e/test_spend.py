@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import subprocess
+import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from e2e_rig import MODELS, PROVIDERS, ROUTING, settings_sections
-from e2e_support import TIMEOUT_S, Hub, ServerSession, finish, serve
+from e2e_support import AGENTCORE, TIMEOUT_S, Hub, ServerSession, finish, serve
 
-from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing import API_KEY, LoopbackServer, Scenario
+from agentcore.testing.redis import RedisServer
+from agentcore.testing.server import API_KEY_ENV
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
 USED = {
@@ -119,3 +125,83 @@ async def test_costs_in_the_traces_are_the_configured_prices_on_every_wire(
         assert event["cacheReadTokens"] == USED["cache_read_tokens"], case
         assert event["cacheWriteTokens"] == (USED["cache_write_tokens"] if writes else None), case
     assert sorted(e["costUsd"] for e in answered) == sorted(e["costUsd"] for e in completes)
+
+
+SMALL = {"input_tokens": 5, "output_tokens": 50}
+"""Usage a "Hi" with maxTokens 100 can really have: within the budget's worst case."""
+
+
+async def test_a_server_budget_refuses_before_the_provider_and_agentcore_spend_agrees(
+    hub: Hub,
+    loopback_provider: LoopbackServer,
+    loopback_settings: Callable[..., Path],
+    tmp_path: Path,
+    redis_server: RedisServer,
+) -> None:
+    """Calls pass while their worst case fits the server's budget; the one that would
+    cross it is answered -32603 with the budget's data and never reaches the provider;
+    `agentcore spend` then reads from Redis what the traces say was spent."""
+    traces = tmp_path / "traces.jsonl"
+    fleet = {"backend": "redis", "redis_url": redis_server.url, "key_prefix": uuid.uuid4().hex}
+    settings = loopback_settings(
+        priced_providers(),
+        sections={
+            **settings_sections(hub, {"srv": hub.config("srv")}),
+            "traces": {"jsonl": str(traces)},
+            "fleet": fleet,
+            "budget": {"servers": {"srv": {"max_usd": 0.004}}},
+        },
+    )
+    process = await serve(settings)
+    answers: list[dict[str, Any]] = []
+    try:
+        session = await hub.next_session()
+        await asyncio.wait_for(session.ready.wait(), TIMEOUT_S)
+        for _ in range(20):
+            loopback_provider.script(Scenario.text("Fine.", **SMALL), provider="a")
+            calls = len(loopback_provider.calls)
+            params = {
+                "featureSet": "fs.a",
+                "messages": [{"role": "user", "content": "Hi"}],
+                "preferences": {"maxTokens": 100},
+            }
+            rid = await session.request("inference/request", params)
+            answers.append((await session.answer(rid)).message)
+            if "error" in answers[-1]:
+                assert len(loopback_provider.calls) == calls  # the provider never saw it
+                break
+        process.send_signal(signal.SIGTERM)
+        code, _, stderr = await finish(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, stderr
+    *passed, refused = answers
+    assert passed and all("result" in a for a in passed)
+    error = refused["error"]
+    assert error["code"] == -32603
+    assert "Budget server:srv" in error["message"] and "resets at" in error["message"]
+    data = error["data"]
+    assert (data["reason"], data["scope"], data["maxUsd"]) == ("budget", "server:srv", 0.004)
+    assert data["resetsAt"].endswith("T00:00:00Z")
+    events = [json.loads(line) for line in traces.read_text().splitlines()]
+    costs = [e["costUsd"] for e in events if e["type"] == "mcpl:inference_complete"]
+    assert len(costs) == len(passed) and sum(costs) <= 0.004
+    assert data["spentUsd"] == pytest.approx(sum(costs))
+    [budget_refused] = [e for e in events if e["type"] == "budget:refused"]
+    assert budget_refused["scope"] == "server:srv"
+
+    shown = subprocess.run(
+        [AGENTCORE, "spend", "--settings", str(settings), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, API_KEY_ENV: API_KEY},
+    )
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert report["window"] == "day"
+    [row] = report["budgets"]
+    assert (row["scope"], row["maxUsd"], row["reservedUsd"]) == ("server:srv", 0.004, 0.0)
+    assert row["spentUsd"] == pytest.approx(sum(costs))

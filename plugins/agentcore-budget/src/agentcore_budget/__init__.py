@@ -245,6 +245,13 @@ class Budget:
             data=data,
         )
 
+    @hookimpl
+    async def on_spend_report(self) -> dict[str, Any] | None:
+        """`agentcore spend`: this window's spend of every budget, from the fleet store."""
+        if self._context is None or not (self.settings.servers or self.settings.providers):
+            return None
+        return await self.report(self._context.fleet)
+
     async def report(self, store: object) -> dict[str, Any]:
         """Spend in the current window of every configured budget, read from `store`."""
         window = self.settings.window

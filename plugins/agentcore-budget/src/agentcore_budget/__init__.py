@@ -195,10 +195,11 @@ class Budget:
         used = float(refusal.info or 0.0)
         window = self.settings.window
         message = (
-            f"Budget {scope.name} ([budget.{scope.name.replace(':', 's.', 1)}] max_usd) is spent: "
-            f"{_money(used)} of {_money(scope.limit.max_usd)} this {window} (calls in flight"
-            f" included), and this call may cost up to {_money(float(refusal.claim.args[1]))};"
-            f" the {window} resets at {end.isoformat().replace('+00:00', 'Z')}"
+            f"Budget {scope.name} ([budget.{scope.name.replace(':', 's.', 1)}] max_usd) has no"
+            f" room for this call: {_money(used)} of {_money(scope.limit.max_usd)} spent this"
+            f" {window} (calls in flight included), and it may cost up to"
+            f" {_money(float(refusal.claim.args[1]))}; the {window} resets at"
+            f" {end.isoformat().replace('+00:00', 'Z')}"
         )
         data = {
             "reason": "budget",

@@ -205,3 +205,29 @@ async def test_a_server_budget_refuses_before_the_provider_and_agentcore_spend_a
     [row] = report["budgets"]
     assert (row["scope"], row["maxUsd"], row["reservedUsd"]) == ("server:srv", 0.004, 0.0)
     assert row["spentUsd"] == pytest.approx(sum(costs))
+
+
+def test_infer_exits_1_with_the_budget_refusal_on_stderr(tmp_path: Path) -> None:
+    """A provider budget under `agentcore infer`: a call whose worst case fits goes; one
+    whose `--max-tokens` makes it not fit exits 1 naming the budget, nothing on stdout."""
+    settings = tmp_path / "agentcore.toml"
+    settings.write_text(
+        '[providers.echo]\nkind = "echo"\n'
+        "[providers.echo.models.m]\nprice = { input = 1000.0, output = 1000.0 }\n"
+        "[budget.providers.echo]\nmax_usd = 0.5\n"
+    )
+
+    def infer(max_tokens: int) -> subprocess.CompletedProcess[str]:
+        model = ["--model", "echo:m", "--max-tokens", str(max_tokens)]
+        return subprocess.run(
+            [AGENTCORE, "infer", "--settings", str(settings), *model, "hello there"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    fits = infer(100)
+    assert (fits.returncode, fits.stdout.strip()) == (0, "hello there"), fits.stderr
+    refused = infer(1000)
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert "Budget provider:echo" in refused.stderr and "resets at" in refused.stderr

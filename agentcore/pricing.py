@@ -144,14 +144,21 @@ class Pricer:
             )
         except LookupError:
             return None
+        except Exception:  # the table's own trouble never fails an inference: unpriced
+            logger.opt(exception=True).debug("genai-prices could not price {}", model)
+            return None
         return Decimal(found.total_price)
 
     async def cost(self, provider: str, response: Response) -> float | None:
         """USD for one completed reply (`Response.cost_usd`), or None: unpriced."""
         models = (response.model_requested, response.model_served)
-        if self.needs_table(provider, response.model_requested):
-            await self.load()
-        found = self.cost_of(provider, models, response.usage)
+        try:
+            if self.needs_table(provider, response.model_requested):
+                await self.load()
+            found = self.cost_of(provider, models, response.usage)
+        except Exception:  # pricing never fails an inference: the reply is unpriced
+            logger.opt(exception=True).warning("pricing {}:{} failed", provider, models[0])
+            return None
         return None if found is None else float(found)
 
     def worst_case(

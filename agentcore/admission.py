@@ -270,13 +270,17 @@ class Admission:
         while True:
             leases = [self._lease_s(c) for g in self._grants.values() for c in g.renewed]
             await asyncio.sleep(min(leases, default=30.0) / 3)
-            for grant in list(self._grants.values()):
-                if not grant.renewed or grant.holder not in self._grants:
-                    continue
-                try:
-                    await self._store().renew(grant.renewed, grant.holder)
-                except FleetUnavailable as exc:
-                    logger.warning("admission could not renew {}'s leases: {}", grant.holder, exc)
+            grants = [g for g in self._grants.values() if g.renewed]
+            # Started together: on Redis one pipeline for the round, not a round trip each.
+            await asyncio.gather(*(self._renew_one(grant) for grant in grants))
+
+    async def _renew_one(self, grant: _Grant) -> None:
+        try:
+            await self._store().renew(grant.renewed, grant.holder)
+        except FleetUnavailable as exc:
+            logger.warning("admission could not renew {}'s leases: {}", grant.holder, exc)
+        except Exception:  # a plugin kind's renew failing must not stop the renewals
+            logger.exception("admission could not renew {}'s leases", grant.holder)
 
     def release(
         self, attempt: Attempt, response: Response | None, error: InferenceError | None

@@ -62,6 +62,7 @@ from agentcore.inference import (
     InferenceError,
     MediaBlock,
     Message,
+    OutputBlock,
     PluginError,
     Request,
     Response,
@@ -96,6 +97,11 @@ from agentcore.inference.turns import (
     TurnEnding,
 )
 from agentcore.markers import hookimpl
+from agentcore.mcpl.bulk import BulkReference
+from agentcore.mcpl.bulk import is_reference as is_bulk_reference
+from agentcore.mcpl.bulk import read_reference as read_bulk_reference
+from agentcore.mcpl.bulk import withheld as withheld_block
+from agentcore.mcpl.bulk_fetch import BulkFetcher, Fetched
 from agentcore.mcpl.grants import is_granted
 from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
 from agentcore.mcpl.protocol import (
@@ -107,12 +113,32 @@ from agentcore.mcpl.protocol import (
     PushAnswer,
     PushEvent,
 )
-from agentcore.model_info import ModelInfo
+from agentcore.model_info import ModelInfo, model_prefills
 from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
 from agentcore.pricing import Pricer, spend_fields
+from agentcore.providers.anthropic import MEDIA_TYPES as ANTHROPIC_MEDIA_TYPES
+from agentcore.providers.anthropic import AnthropicTranslator
+from agentcore.providers.anthropic import request_body as anthropic_request_body
+from agentcore.providers.anthropic_xml import XmlTranslator
 from agentcore.providers.base import Provider
+from agentcore.providers.driver import HTTPProvider
+from agentcore.providers.errors import MID_STREAM, error_from_payload
+from agentcore.providers.sse import EventTuple
+from agentcore.providers.wire import (
+    HttpCall,
+    StreamDecoder,
+    Translator,
+    Wire,
+    fast_loads,
+    not_carried,
+    read_usage,
+    resolve_key,
+)
+from agentcore.providers.xml_transcript import Participants
+from agentcore.providers.xml_transcript import format_request as xml_request_body
 from agentcore.redaction import StreamRedactor, redact, redact_log, redact_value, register_secret
 from agentcore.settings import (
+    BulkSettings,
     HttpUrl,
     InferenceSettings,
     ModelReference,
@@ -137,11 +163,13 @@ from agentcore.urls import HTTP_SCHEMES, RedisUrl, WebSocketUrl, url_problem
 
 __all__ = [
     "ADMISSION_WAIT_TOO_LONG",
+    "ANTHROPIC_MEDIA_TYPES",
     "HOLD",
     "HOLD_TRACE",
     "HTTP_SCHEMES",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "MID_STREAM",
     "NO_RESULT_MESSAGE",
     "NO_TERMINAL",
     "POSITIONS",
@@ -156,10 +184,14 @@ __all__ = [
     "WAITING_TRACE",
     "WINDOW",
     "Aborted",
+    "AnthropicTranslator",
     "Attempt",
     "AttemptEnd",
     "BlockStart",
     "BlockStop",
+    "BulkFetcher",
+    "BulkReference",
+    "BulkSettings",
     "CachePoint",
     "Claim",
     "ClaimCall",
@@ -170,13 +202,17 @@ __all__ = [
     "ContentBlock",
     "Decision",
     "EncodedParams",
+    "EventTuple",
     "Failed",
+    "Fetched",
     "FleetStore",
     "FleetUnavailable",
     "GiveUp",
+    "HTTPProvider",
     "Hold",
     "HoldPayload",
     "HostTurn",
+    "HttpCall",
     "HttpUrl",
     "Inference",
     "InferenceError",
@@ -190,6 +226,8 @@ __all__ = [
     "Message",
     "ModelInfo",
     "ModelReference",
+    "OutputBlock",
+    "Participants",
     "Phase",
     "PluginContext",
     "PluginError",
@@ -216,6 +254,7 @@ __all__ = [
     "SlotsPayload",
     "StopInfo",
     "StopReason",
+    "StreamDecoder",
     "StreamEvent",
     "StreamRedactor",
     "TextBlock",
@@ -225,6 +264,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "TraceEvent",
+    "Translator",
     "TurnEnding",
     "Usage",
     "UsageUpdate",
@@ -232,19 +272,30 @@ __all__ = [
     "WaitReason",
     "WaitingPayload",
     "WebSocketUrl",
+    "Wire",
+    "XmlTranslator",
     "__version__",
     "aborted_message",
+    "anthropic_request_body",
     "completion_problem",
     "encode_params",
+    "error_from_payload",
     "failure_message",
+    "fast_loads",
     "hookimpl",
+    "is_bulk_reference",
     "is_granted",
+    "model_prefills",
+    "not_carried",
     "payload",
     "poll_s",
+    "read_bulk_reference",
+    "read_usage",
     "redact",
     "redact_log",
     "redact_value",
     "register_secret",
+    "resolve_key",
     "result_object",
     "sampling_range",
     "shutting_down",
@@ -253,4 +304,6 @@ __all__ = [
     "unavailable_fields",
     "url_problem",
     "wait_for_change",
+    "withheld_block",
+    "xml_request_body",
 ]

@@ -260,6 +260,7 @@ def on_push_event(event: PushEvent) -> PushAnswer | None:
     ``accepted: false`` with a reason. Called once per `eventId`: a duplicate within
     the host's window is answered as the first was without calling this again (§9.4).
     Raise `McplError` for an error answer; any other exception is answered -32603.
+    What may go before a model is `event.content`: §19 bulk references already stubs.
     """
 
 

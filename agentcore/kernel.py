@@ -219,10 +219,7 @@ class Kernel:
     def _context(self, record: PluginRecord) -> PluginContext:
         """The narrow view of this kernel that one plugin is started with."""
         section = record.section.path if record.section else None
-        providers = {
-            name: ProviderInfo(name, config.kind)
-            for name, config in self.settings.providers.items()
-        }
+        providers = {n: ProviderInfo(n, c.kind) for n, c in self.settings.providers.items()}
         return PluginContext(
             record.name,
             self.settings.section(section) if section else None,
@@ -237,6 +234,7 @@ class Kernel:
             media_types=self.media_types,
             mcpl_servers=lambda: self.mcpl_servers(),  # set once an McplHost runs
             fleet=lambda: self.fleet,
+            bulk=self.settings.mcpl.bulk.model_copy(),
             add_claim_kind=functools.partial(self.admission.add_kind, record.name),
             pricer=self.pricer,
         )

@@ -63,6 +63,8 @@ class _Known:
     context_window: int | None
     capabilities: tuple[str, ...] | None
     max_output_tokens: int | None = None
+    prefill: bool = True
+    """False: the model answers 400 to a request that ends with an assistant turn."""
 
 
 # Model id prefixes, matched longest first on a "-" boundary, so that dated ids
@@ -71,6 +73,7 @@ class _Known:
 # where the maker documents them.
 BUILTIN_MODELS: Mapping[str, _Known] = {
     # Anthropic
+    "claude-opus-4-6": _Known("anthropic", 200_000, VISION_TOOLS, 128_000, prefill=False),
     "claude-opus-4-5": _Known("anthropic", 200_000, VISION_TOOLS, 64_000),
     "claude-opus-4-1": _Known("anthropic", 200_000, VISION_TOOLS, 32_000),
     "claude-opus-4": _Known("anthropic", 200_000, VISION_TOOLS, 32_000),
@@ -113,8 +116,10 @@ _BY_LENGTH = sorted(BUILTIN_MODELS, key=len, reverse=True)
 def known_model(model: str) -> _Known | None:
     """The built-in entry for a model id, or None. A router's ``maker/`` prefix
     ("anthropic/claude-…", OpenRouter's style) and a ``models/`` prefix (Gemini's) are
-    ignored for the look-up."""
+    ignored for the look-up, and so is a Bedrock id's region and maker (``us.anthropic.``)."""
     name = model.rsplit("/", 1)[-1].lower()
+    if "anthropic." in name:  # Bedrock's ids: "us.anthropic.claude-…-v1:0", ARNs
+        name = name.split("anthropic.", 1)[1]
     for prefix in _BY_LENGTH:
         if name == prefix or name.startswith(prefix + "-") or name.startswith(prefix + "@"):
             return BUILTIN_MODELS[prefix]
@@ -141,4 +146,13 @@ def describe_model(model: str, configured: ModelSettings | None = None) -> Model
     return ModelInfo(model, vendor, window, capabilities, max_output)
 
 
-__all__ = ["BUILTIN_MODELS", "ModelInfo", "describe_model", "known_model"]
+def model_prefills(model: str, configured: ModelSettings | None = None) -> bool:
+    """Whether `model` takes a prefill: ``[providers.NAME.models.MODEL] prefill`` first,
+    then the built-in table; a model neither knows does."""
+    if configured is not None and configured.prefill is not None:
+        return configured.prefill
+    known = known_model(model)
+    return known is None or known.prefill
+
+
+__all__ = ["BUILTIN_MODELS", "ModelInfo", "describe_model", "known_model", "model_prefills"]

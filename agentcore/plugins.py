@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from agentcore.pricing import Pricer
     from agentcore.providers import ProviderFactory
     from agentcore.settings import InferenceSettings, LoadedSettings
+    from agentcore.settings_mcpl import BulkSettings
 
 GROUP = "agentcore.plugins"
 DEFAULTS_GROUP = "agentcore.defaults"
@@ -439,7 +440,9 @@ def _validated_settings(
         if not any(p == path or p.startswith(path + ".") for p in sections):
             sections[path] = None
     try:
-        loaded = load_settings(file, sections=sections, environ=environ, kinds=kinds)
+        loaded = load_settings(
+            file, sections=sections, environ=environ, kinds=kinds, kind_settings=kinds.settings
+        )
     except SettingsError as exc:
         raise SettingsError(unknown + exc.problems) from None
     if unknown:
@@ -487,13 +490,10 @@ SettingsT = TypeVar("SettingsT", default=Any)
 
 
 class PluginContext(Generic[SettingsT]):
-    """What a plugin gets at `agentcore_start`, and all it sees of the kernel: its own
-    settings, the ``[inference]`` section, the configured providers, the shutdown state,
-    the ``[fleet]`` store, and ways to emit traces, announce waits and run inferences.
-
-    Generic over the plugin's settings model: a plugin that declares a section annotates
-    ``context: PluginContext[MySettings]`` and reads ``context.settings`` as one (the
-    kernel validated it against that model at load)."""
+    """What a plugin gets at `agentcore_start`, all it sees of the kernel: its settings, the
+    ``[inference]`` section, the providers, the shutdown state, the ``[fleet]`` store, the
+    prices, and ways to emit traces, announce waits and run inferences. Generic over the
+    plugin's settings model: ``PluginContext[MySettings]`` reads ``context.settings`` as one."""
 
     def __init__(
         self,
@@ -511,6 +511,7 @@ class PluginContext(Generic[SettingsT]):
         media_types: Callable[[str], frozenset[str]],
         mcpl_servers: Callable[[], Sequence[ServerHandle]],
         fleet: Callable[[], FleetStore],
+        bulk: BulkSettings | None = None,
         add_claim_kind: Callable[[ClaimKind], None] | None = None,
         pricer: Pricer | None = None,
     ) -> None:
@@ -531,9 +532,15 @@ class PluginContext(Generic[SettingsT]):
         self._media_types = media_types
         self._mcpl_servers = mcpl_servers
         self._fleet = fleet
+        if bulk is None:
+            from agentcore.settings_mcpl import BulkSettings
+
+            bulk = BulkSettings()
+        self.bulk: BulkSettings = bulk
+        """The kernel's ``[mcpl.bulk]`` section (a copy): whether and how a §19 bulk
+        content reference a server sends may be fetched (`agentcore.api.BulkFetcher`)."""
         self._add_claim_kind = add_claim_kind
-        self.pricer = pricer
-        """The kernel's prices (`agentcore.pricing.Pricer`): what a call costs, or may."""
+        self.pricer = pricer  # the kernel's prices (agentcore.pricing): what a call costs
 
     def add_claim_kind(self, kind: ClaimKind) -> None:
         """Add an admission claim kind of this plugin's own (in `agentcore_start`); its name

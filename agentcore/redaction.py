@@ -216,8 +216,12 @@ class StreamRedactor:
 
 
 _HEADER_PATTERN = re.compile(
-    r"(?i)(authorization|x-api-key|api-key)(['\"]?\s*[:=]\s*['\"]?)(bearer\s+)?[^\s'\",}]+"
+    r"(?i)(authorization|x-api-key|api-key|x-amz-security-token)"
+    r"(['\"]?\s*[:=]\s*['\"]?)(bearer\s+)?[^\s'\",}]+"
 )
+_SIGNATURE_PATTERN = re.compile(r"(?i)(signature=)[0-9a-f]{16,}")
+"""An AWS SigV4 signature (``Authorization: AWS4-HMAC-SHA256 ..., Signature=<hex>``), made
+per request and never registered: masked wherever a log line quotes one."""
 
 
 def excerpt(text: str, limit: int) -> str:
@@ -229,7 +233,8 @@ def excerpt(text: str, limit: int) -> str:
 def redact_log(text: str) -> str:
     """`redact`, and header-shaped credentials (``Authorization: ...``) even unregistered:
     for log and trace lines, whose diagnostic text may quote a request."""
-    return _HEADER_PATTERN.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", redact(text))
+    text = _HEADER_PATTERN.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", redact(text))
+    return _SIGNATURE_PATTERN.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
 
 
 def redact_value(value: Any) -> Any:

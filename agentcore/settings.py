@@ -19,12 +19,13 @@ import os
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 from loguru import logger
 from pydantic import (
     BaseModel,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     SecretStr,
     ValidationError,
@@ -65,6 +66,7 @@ from agentcore.settings_fields import model_reference_problem as model_reference
 from agentcore.settings_fields import provider_problem as provider_problem
 from agentcore.settings_file import SettingsError as SettingsError
 from agentcore.settings_file import read_toml as read_toml
+from agentcore.settings_mcpl import BulkSettings as BulkSettings
 from agentcore.settings_mcpl import McplServerSettings as McplServerSettings
 from agentcore.settings_mcpl import McplSettings as McplSettings
 from agentcore.urls import HttpUrl as HttpUrl
@@ -123,6 +125,10 @@ class ModelSettings(Section):
     """The most tokens the model writes in one reply: a ceiling on an MCPL `maxTokens`."""
     price: PriceSettings | None = None
     """What the model costs, over genai-prices' table (`agentcore.pricing`)."""
+    prefill: bool | None = None
+    """Whether the model takes a request that ends with an assistant turn (a prefill); None:
+    the built-in table's word, else true. XML tool mode leaves the open assistant turn out
+    for a model that does not (docs/settings.md)."""
 
 
 class ParticipantNames(Section):
@@ -171,15 +177,33 @@ class ProviderSettings(Section):
     prompt_cache_ttl: Literal["5m", "1h"] = "5m"
     """How long an ``auto`` breakpoint's entry lives: ``5m`` or ``1h`` (priced higher)."""
 
+    xml_tool_mode: ClassVar[bool] = False
+    """A kind's settings model (below) sets it when the kind reads ``tool_mode = "xml"``."""
+
     @field_validator("tool_mode")
     @classmethod
     def _xml_needs_anthropic(cls, mode: str, info: ValidationInfo) -> str:
         kind = info.data.get("kind")
-        if mode == "xml" and kind is not None and kind != "anthropic":
+        if mode == "xml" and kind is not None and kind != "anthropic" and not cls.xml_tool_mode:
             raise ValueError(
                 f'tool_mode = "xml" is for kind = "anthropic" only; this provider is {kind!r}'
             )
         return mode
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _kind_settings(
+        cls, data: Any, handler: ModelWrapValidatorHandler[ProviderSettings], info: ValidationInfo
+    ) -> ProviderSettings:
+        """A kind that declares keys of its own (its factory's ``settings_model``, a subclass
+        of this class) validates its sections: its keys are known there, and a typo is
+        still refused, as everywhere."""
+        context = load_context(info)
+        if context is not None and isinstance(data, Mapping):
+            model = context.kind_settings.get(str(data.get("kind")))
+            if model is not None and not issubclass(cls, model):
+                return cast(ProviderSettings, model.model_validate(data, context=info.context))
+        return handler(data)
 
     _environ: Mapping[str, str] | None = PrivateAttr(default=None)
     """The environment these settings were loaded from, where the key is read too."""
@@ -338,6 +362,8 @@ class LoadedSettings:
     env_values: dict[str, Any]
     kinds: frozenset[str] | None = None
     """The provider kinds `kind` was checked against (None: not checked)."""
+    kind_settings: Mapping[str, type[BaseModel]] | None = None
+    """The kinds' own settings models the providers were validated with."""
 
     def source_of(self, key: str | tuple[str, ...]) -> str:
         """Where a key's effective value came from: environment, file, or default.
@@ -359,13 +385,15 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     kinds: Collection[str] | None = None,
     root: type[Settings] | None = None,
+    kind_settings: Mapping[str, type[BaseModel]] | None = None,
 ) -> LoadedSettings:
     """Read and validate the deployment's settings.
 
     `sections` maps each plugin's section path to its model (None: a known
     section that nobody will read, such as a disabled plugin's). `kinds` are the
     provider kinds the kernel's plugins contribute: ``[providers.NAME] kind`` must
-    name one (None: not checked here). `root` is a model already built from them
+    name one (None: not checked here), and a kind with keys of its own validates its
+    sections with its model (`kind_settings`). `root` is a model already built from them
     (`reload_settings` passes the one the host loaded with).
     """
     environ = os.environ if environ is None else environ
@@ -386,7 +414,7 @@ def load_settings(
     from_file = file_values if folder is None else _anchored(file_values, root, folder)
     values = _merged(from_file, env_values)
     known_kinds = None if kinds is None else frozenset(kinds)
-    context = LoadContext(providers=_provider_names(values), folder=folder, kinds=known_kinds)
+    context = LoadContext(_provider_names(values), folder, known_kinds, kind_settings or {})
     try:
         settings = root.model_validate(values, context=context)
     except ValidationError as exc:
@@ -405,7 +433,7 @@ def load_settings(
         provider._environ = environ  # a key is read from the environment the settings came from
     for warning in missing_keys(settings.providers, environ):
         logger.warning(warning)
-    return LoadedSettings(settings, path, file_values, env_values, known_kinds)
+    return LoadedSettings(settings, path, file_values, env_values, known_kinds, kind_settings)
 
 
 def _declared_secrets(value: Any) -> Iterator[str]:
@@ -430,7 +458,11 @@ def reload_settings(
     """Read `loaded`'s file again and validate it as it was validated at load, with the
     same plugins' sections (`agentcore serve` on SIGHUP). Raises `SettingsError`."""
     return load_settings(
-        loaded.path, environ=environ, kinds=loaded.kinds, root=type(loaded.settings)
+        loaded.path,
+        environ=environ,
+        kinds=loaded.kinds,
+        root=type(loaded.settings),
+        kind_settings=loaded.kind_settings,
     )
 
 

@@ -5,8 +5,8 @@ provider kinds, the settings file's folder). Plugins use them through `agentcore
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,6 +40,9 @@ class LoadContext:
     """The settings file's folder (absolute), or None when there is no file."""
     kinds: frozenset[str] | None = None
     """The provider kinds the kernel's plugins contribute; None: not checked."""
+    kind_settings: Mapping[str, type[BaseModel]] = field(default_factory=dict)
+    """Each provider kind's own settings model (a `ProviderSettings` subclass), for the kinds
+    that declare keys of their own: a ``[providers.NAME]`` of that kind is validated by it."""
 
 
 def load_context(info: ValidationInfo) -> LoadContext | None:

@@ -3,8 +3,9 @@ bounds each is held to (docs/settings.md)."""
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationInfo, model_validator
 
@@ -69,6 +70,32 @@ class McplServerSettings(Section, ServerLimitSettings):
         return self
 
 
+Scheme = Literal["https", "http"]
+
+
+class BulkSettings(Section):
+    """``[mcpl.bulk]``: whether and how the host fetches the payload of a §19 bulk
+    content reference a server sends. Off by default: the model sees the stub only."""
+
+    fetch: bool = False
+    """Fetch a reference whose disposition is ``ref`` or absent, and put the verified
+    payload in the turn when it fits (text, or media the turn's provider carries)."""
+    schemes: list[Scheme] = Field(default_factory=lambda: list[Scheme](["https"]), min_length=1)
+    """The URL schemes ever fetched; nothing else (``file``, ``ftp``...) can be named."""
+    allow_networks: list[IPv4Network | IPv6Network] = Field(default_factory=list)
+    """Non-public addresses (loopback, private, link-local, ...) fetched anyway, as
+    networks (``127.0.0.0/8``); every other non-public address is refused."""
+    max_bytes: int = Field(default=1_048_576, ge=1)
+    """The most bytes of one payload (decoded): a larger claim is refused without a fetch,
+    a transfer is cut the moment it passes this."""
+    timeout_s: float = Field(default=10.0, gt=0)
+    """One fetch, its redirects included."""
+    max_redirects: int = Field(default=3, ge=0, le=10)
+    """Same-origin redirects followed; a redirect to another origin is always refused."""
+    max_fetches_per_turn: int = Field(default=8, ge=1)
+    """References of one server fetched in one turn; the rest stay stubs."""
+
+
 class McplSettings(Section, McplLimitSettings):
     """``[mcpl]``: the servers, and the bounds each is held to unless it sets its own."""
 
@@ -77,6 +104,8 @@ class McplSettings(Section, McplLimitSettings):
         default=MCPL_REQUEST_DEADLINE_S, gt=0, le=MAX_MCPL_REQUEST_DEADLINE_S
     )
     """The deadline of every server's requests unless its own table sets one."""
+    bulk: BulkSettings = Field(default_factory=BulkSettings)
+    """``[mcpl.bulk]``: fetching §19 bulk content references (off by default)."""
     request_timeout_s: float = Field(default=MCPL_REQUEST_TIMEOUT_S, gt=0)
     """How long the host waits for a server's answer to a request the host sends
     (``initialize``, ``featureSets/update``, ``mcpl/manifest``) before giving up on it."""

@@ -88,7 +88,7 @@ def test_wheels_install_every_plugin_with_entry_points_and_versions(
     wheel_venv: Path, tmp_path: Path
 ) -> None:
     out = run(wheel_venv, "agentcore", "plugins", cwd=tmp_path)
-    for name in ["console", "jsonl-traces", "mcpl-context", "mcpl-router", "otel"]:
+    for name in ["bedrock", "console", "jsonl-traces", "mcpl-context", "mcpl-router", "otel"]:
         assert f"\n{name} " in out, out
     for name in ["provider-hold", "rate-limit", "retry", "waiting-trace"]:
         assert f"\n{name} " in out, out

@@ -62,7 +62,10 @@ class HoldView:
         self._unheld.discard(key)
 
     def subscribed(self) -> None:
+        """Redis confirmed the subscription: replies to scripts sent before are not believed
+        (a hold set between such a script and the subscription was published to nobody)."""
         self.live = True
+        self._epoch += 1
 
     def lost(self) -> None:
         self.live = False

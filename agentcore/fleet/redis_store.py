@@ -517,22 +517,35 @@ class RedisFleetStore:
         for event in events.values():
             event.set()
 
-    async def _listen(self) -> None:
+    async def _listen(self, lost: bool = False) -> None:
         """Hold one pattern subscription to every wake channel, making it again when lost;
-        losing it and making it again wake every waiter, since messages may have been missed."""
+        losing it and making it again wake every waiter, since messages may have been missed.
+        `lost`: start as after a loss (a new primary: the remembered holds are written back).
+        The hold view lives only while this runs (`HoldView`)."""
+        try:
+            await self._subscribed(lost)
+        finally:
+            self.holds.lost()
+
+    async def _subscribed(self, lost: bool) -> None:
         prefix = self._wake_channel("")
-        lost = False
         while not self._closed:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._client.pubsub()
             try:
                 await pubsub.psubscribe(prefix + "*")
+                # Believe no reply before Redis confirmed the subscription: a hold set
+                # before then was published to nobody here.
+                while (confirmed := await pubsub.get_message(timeout=None)) is None or (
+                    confirmed.get("type") != "psubscribe"
+                ):
+                    pass
                 self.holds.subscribed()
                 if lost:
                     await self._write_back()
                     self._wake_all()
                 lost = False
                 while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                    message = await pubsub.get_message(timeout=None)
                     if message is not None and message.get("type") == "pmessage":
                         key = str(message["channel"])[len(prefix) :]
                         self.holds.changed(key, str(message.get("data")))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentcore.mcpl.bulk import BulkReference
+
 # JSON-RPC 2.0
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -113,6 +115,13 @@ class PushEvent:
     origin: dict[str, Any] | None = None
     tags: tuple[str, ...] = ()
     """§16: descriptive claims the host may route attention on, never authority."""
+    content: tuple[Any, ...] = ()
+    """`payload.content` as it may reach a model (§19, before any wake assembly): each
+    bulk reference as a text block holding its stub (no URI, no payload), inline data
+    that must be withheld left out. A plugin that puts the event before a model uses
+    this, never `payload` itself."""
+    references: tuple[BulkReference, ...] = ()
+    """The host-private records of its bulk references (§19), for `BulkFetcher`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcore._constants import PUSH_DEDUP_WINDOW_S
+from agentcore.mcpl.bulk import model_content
 from agentcore.mcpl.limits import DEFAULT_LIMITS, Limits
 from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
@@ -75,6 +76,8 @@ def read_event(request: McplRequest, max_id_bytes: int | None = None) -> PushEve
     tags = params.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise _invalid("tags", "an array of strings")
+    provenance = f"from MCPL server {request.server.name}, push event {event_id[:64]}"
+    content, references = model_content(payload["content"], provenance)
     return PushEvent(
         server=request.server,
         feature_set=params["featureSet"],  # checked by the connection
@@ -83,6 +86,8 @@ def read_event(request: McplRequest, max_id_bytes: int | None = None) -> PushEve
         payload=payload,
         origin=origin,
         tags=tuple(tags),
+        content=content,
+        references=references,
     )
 
 

@@ -30,6 +30,9 @@ class ProviderKinds:
     def __init__(self) -> None:
         self._factories: dict[str, ProviderFactory] = {}
         self._plugins: dict[str, str] = {}
+        self.settings: dict[str, type[ProviderSettings]] = {}
+        """Each kind's own settings model: its factory's ``settings_model``, a subclass of
+        `ProviderSettings` that declares the kind's keys (``region`` ...), when it has one."""
 
     def add(self, plugin: str, kinds: Mapping[str, ProviderFactory]) -> None:
         """Take a plugin's kinds, all or none: a kind another plugin contributed is a
@@ -39,6 +42,14 @@ class ProviderKinds:
                 raise TypeError(f"a provider kind must be a non-empty string, not {kind!r}")
             if not callable(factory):
                 raise TypeError(f"the factory of provider kind {kind!r} is not callable")
+            model = getattr(factory, "settings_model", None)
+            if model is not None and not (
+                isinstance(model, type) and issubclass(model, ProviderSettings)
+            ):
+                raise TypeError(
+                    f"the settings_model of provider kind {kind!r} must be a subclass of "
+                    "ProviderSettings"
+                )
             other = self._plugins.get(kind)
             if other is not None:
                 raise KindClash(
@@ -48,6 +59,9 @@ class ProviderKinds:
         for kind, factory in kinds.items():
             self._factories[kind] = factory
             self._plugins[kind] = plugin
+            model = getattr(factory, "settings_model", None)
+            if model is not None:
+                self.settings[kind] = model
 
     def __contains__(self, kind: object) -> bool:
         return kind in self._factories

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentcore.inference import Request, Response, StopInfo, StreamEvent
+from agentcore.model_info import model_prefills
 from agentcore.providers.anthropic import PATH, AnthropicTranslator, AnthropicWire
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import error_from_payload
@@ -47,9 +48,13 @@ class XmlWire(AnthropicWire):
         super().__init__(name, config, inference)
         names = config.participants
         self.participants = Participants(names.user, names.assistant)
+        self.models = config.models
 
     def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
-        body = format_request(request, model, stream=stream, participants=self.participants)
+        prefill = model_prefills(model, self.models.get(model))
+        body = format_request(
+            request, model, stream=stream, participants=self.participants, prefill=prefill
+        )
         points = breakpoints(request, self.prompt_cache, self.cache_ttl)
         if points:
             mark_xml_body(body, points, self.participants.assistant)

@@ -39,7 +39,6 @@ from yarl import URL
 from agentcore.inference import InferenceError, Request, Response, StreamEvent
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.proxy import env_proxy
-from agentcore.providers.sse import SSEDecoder
 from agentcore.providers.stale import Sending, closed_unread, resent_error, reuse_tracing
 from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
 from agentcore.providers.wire import HttpCall, Translator, Wire, replay
@@ -167,9 +166,12 @@ class HTTPProvider:
     async def _send(
         self, session: aiohttp.ClientSession, path: str, data: bytes, sending: Sending | None
     ) -> aiohttp.ClientResponse:
+        url = self._url(path)
+        signed = self.wire.sign(str(url), data, self._headers) if self.wire.signs else None
         return await session.post(
-            self._url(path),
+            url,
             data=data,
+            headers=signed,
             allow_redirects=False,
             proxy=self._proxy,
             proxy_headers=self._proxy_headers,
@@ -210,11 +212,11 @@ class HTTPProvider:
             yield translator.fail(error)
             return
         try:
-            if "text/event-stream" not in response.headers.get("content-type", ""):
+            if self.wire.stream_type not in response.headers.get("content-type", ""):
                 for event in await _replay_body(response, translator):
                     yield event
                 return
-            decoder = SSEDecoder()
+            decoder = self.wire.decoder()
             decode, feed, read = decoder.feed_tuples, translator.feed, response.content.readany
             silence = _Silence(response, self._config.read_timeout_s)
             cut: InferenceError | None = None

@@ -20,6 +20,7 @@ from http import HTTPStatus
 from typing import Any
 
 from agentcore.inference import ErrorKind, InferenceError
+from agentcore.providers.error_names import TYPE_KINDS as _TYPE_KINDS
 from agentcore.redaction import excerpt
 
 __all__ = [
@@ -226,32 +227,9 @@ _QUOTA_CODES = frozenset(
     }
 )
 _QUOTA_PHRASES = ("insufficient_quota", "billing", "credit", "exceeded your current quota")
-_TYPE_KINDS: dict[str, ErrorKind] = {
-    # Anthropic's error.type values, as named in an `event: error` or an error body.
-    "overloaded_error": "overloaded",
-    "rate_limit_error": "rate_limit",
-    "api_error": "server",
-    "authentication_error": "auth",
-    "permission_error": "auth",
-    "invalid_request_error": "invalid_request",
-    "not_found_error": "invalid_request",
-    "request_too_large": "invalid_request",
-    "timeout_error": "timeout",
-    # OpenAI-family codes that arrive without a status (mid-stream).
-    "server_error": "server",
-    "rate_limit_exceeded": "rate_limit",
-    "insufficient_quota": "quota",
-    "invalid_api_key": "auth",
-    "context_length_exceeded": "context_length",
-    # Google's status names.
-    "RESOURCE_EXHAUSTED": "rate_limit",
-    "UNAVAILABLE": "overloaded",
-    "INTERNAL": "server",
-    "UNAUTHENTICATED": "auth",
-    "PERMISSION_DENIED": "auth",
-    "INVALID_ARGUMENT": "invalid_request",
-    "DEADLINE_EXCEEDED": "timeout",
-}
+_CAP_PHRASES = ("usage limit", "tokens per day", "daily token", "daily quota")
+"""An account's usage cap or daily quota, spent: no retry soon will pass (Anthropic's
+usage-limit 400, Bedrock's daily-token throttling)."""
 
 
 def _is_context_length(message: str, code: str | None) -> bool:
@@ -290,6 +268,8 @@ def classify(
         return "context_length"
     if status == 402 or (status in (429, None) and _is_quota(message, code, etype, stated_wait)):
         return "quota"
+    if status in (400, 403, 429, None) and any(p in message.lower() for p in _CAP_PHRASES):
+        return "quota"
     for name in (code, etype):
         if name is not None and name in _TYPE_KINDS:
             by_type = _TYPE_KINDS[name]
@@ -308,7 +288,7 @@ def classify(
         return "overloaded"
     if status in (408, 504):
         return "timeout"
-    if status >= 500:
+    if status >= 500 or status == 424:  # 424: Bedrock's model failed behind it
         return "server"
     if status in (401, 403):
         if status == 403 and ("moderation" in message.lower() or "flagged" in message.lower()):
@@ -339,6 +319,10 @@ def error_from_response(
 ) -> InferenceError:
     """The typed error for a non-2xx reply: kind, status, code, message and stated wait."""
     parsed = parse_error_body(content)
+    if parsed.code is None:
+        # AWS names the exception in a header; the body holds only its message.
+        aws = next((v for k, v in headers.items() if k.lower() == "x-amzn-errortype"), None)
+        parsed.code = parsed.type = aws.split(":", 1)[0] if aws else None
     wait = retry_after_from_headers(headers)
     if wait is None:
         wait = parsed.retry_after_s

@@ -38,7 +38,7 @@ import json
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agentcore.inference import (
     NO_RESULT_MESSAGE,
@@ -65,7 +65,7 @@ from agentcore.inference import (
 )
 from agentcore.providers.base import normalize_stop
 from agentcore.providers.blocks import Block, Blocks, json_object
-from agentcore.providers.sse import EventTuple
+from agentcore.providers.sse import EventTuple, SSEDecoder
 from agentcore.redaction import excerpt, register_secret
 from agentcore.settings import DEFAULT_UNKNOWN_STOP, ProviderSettings, UnknownStop
 
@@ -73,6 +73,7 @@ __all__ = [
     "Block",
     "Blocks",
     "HttpCall",
+    "StreamDecoder",
     "Translator",
     "Wire",
     "carries_credentials",
@@ -95,6 +96,15 @@ class HttpCall:
     body: Mapping[str, Any]
 
 
+class StreamDecoder(Protocol):
+    """Turns a streamed body's bytes into ``(event, data, id)`` tuples for a translator:
+    `SSEDecoder` for the SSE wires; a wire with a framing of its own brings its own."""
+
+    def feed_tuples(self, chunk: bytes) -> list[EventTuple]: ...
+
+    def close_tuples(self) -> list[EventTuple]: ...
+
+
 class Wire:
     """One provider's wire format: where to send, what headers, and a translator per call."""
 
@@ -104,6 +114,20 @@ class Wire:
     base_url: str
     headers: dict[str, str]
     """Sent with every call, the auth header included; ``[providers.NAME] headers`` go on top."""
+    stream_type: str = "text/event-stream"
+    """The content type of a streamed body; a 2xx of any other type is read as a whole
+    reply (`replay`)."""
+    signs: bool = False
+    """True when each call carries headers made from the call itself (`sign`)."""
+
+    def decoder(self) -> StreamDecoder:
+        """A fresh decoder for one streamed body."""
+        return SSEDecoder()
+
+    def sign(self, url: str, body: bytes, headers: Mapping[str, str]) -> Mapping[str, str]:
+        """With `signs`: the headers one call adds, made from its URL, its exact body
+        bytes and the headers sent with it (a request signature, a fresh credential)."""
+        return {}
 
     def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
         raise NotImplementedError

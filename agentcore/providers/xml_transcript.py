@@ -26,6 +26,7 @@ from typing import Any
 
 from agentcore.inference import (
     ContentBlock,
+    InferenceError,
     MediaBlock,
     Message,
     Request,
@@ -177,15 +178,49 @@ def transcript(messages: list[Message], participants: Participants) -> list[str]
 
 
 def format_request(
-    request: Request, model: str, *, stream: bool, participants: Participants
+    request: Request,
+    model: str,
+    *,
+    stream: bool,
+    participants: Participants,
+    prefill: bool = True,
 ) -> dict[str, Any]:
-    """The Messages API body for `request` in XML tool mode. `request.extras` is merged last."""
+    """The Messages API body for `request` in XML tool mode. `request.extras` is merged last.
+
+    For a model that takes no prefill (`prefill` false) the transcript goes whole in the
+    user message, with no open assistant turn; a request whose assistant turn is open
+    with something in it (a prefilled reply, results the model writes on after) cannot
+    be sent so, and is refused here, before any provider traffic."""
     turns = transcript(request.messages, participants)
+    if not prefill:
+        return _body(request, model, stream, participants, _no_prefill(turns, model, participants))
     first, rest = (turns[0], turns[1:]) if len(turns) > 1 else ("", turns)
     messages: list[dict[str, Any]] = []
     if first:
         messages.append({"role": "user", "content": [{"type": "text", "text": first}]})
     messages.append({"role": "assistant", "content": [{"type": "text", "text": "\n\n".join(rest)}]})
+    return _body(request, model, stream, participants, messages)
+
+
+def _no_prefill(turns: list[str], model: str, participants: Participants) -> list[dict[str, Any]]:
+    if turns[-1] != f"{participants.assistant}:":
+        raise InferenceError(
+            "invalid_request",
+            f"model {model!r} takes no prefill (prefill = false), and in XML tool mode this "
+            "conversation ends inside the assistant's own turn (a reply it continues, or tool "
+            "results it writes on after), which only a prefill can send",
+            retryable=False,
+        )
+    return [{"role": "user", "content": [{"type": "text", "text": "\n\n".join(turns[:-1])}]}]
+
+
+def _body(
+    request: Request,
+    model: str,
+    stream: bool,
+    participants: Participants,
+    messages: list[dict[str, Any]],
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,

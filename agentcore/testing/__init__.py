@@ -10,8 +10,14 @@ The server
 speaks the Anthropic Messages API (``POST /v1/messages``), OpenAI chat completions
 (``POST /v1/chat/completions``), the OpenAI Responses API (``POST /v1/responses``)
 and Gemini (``POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`` and
-``:generateContent``), streamed (SSE) or whole, and plays one scripted `Scenario`
-per call::
+``:generateContent``), streamed (SSE) or whole, and Amazon Bedrock
+(``POST /model/MODEL/invoke``, ``/invoke-with-response-stream``: wire ``bedrock``;
+``/converse``, ``/converse-stream``: wire ``bedrock-converse``; AWS's binary event
+stream, checked against boto3's ``bedrock-runtime``), and plays one scripted `Scenario`
+per call. A Bedrock call must carry a bearer token or a SigV4 signature, which the
+server recomputes with botocore for the keys of ``LoopbackServer(aws_credentials={ACCESS:
+SECRET})`` (or a function of the access key); a wrong one is answered 403 as AWS
+answers it (`agentcore.testing.sigv4`)::
 
     async with LoopbackServer() as server:          # on the current event loop
         server.script(Scenario.text("Hello there"), Scenario.rate_limit(retry_after=2))

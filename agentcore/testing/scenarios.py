@@ -32,7 +32,9 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any, ClassVar, Literal, TypeAlias
 
-Wire: TypeAlias = Literal["anthropic", "openai", "openai-responses", "gemini"]
+Wire: TypeAlias = Literal[
+    "anthropic", "openai", "openai-responses", "gemini", "bedrock", "bedrock-converse"
+]
 Ending: TypeAlias = Literal["end", "cut", "stall"]
 
 WIRES: tuple[Wire, ...] = ("anthropic", "openai", "openai-responses", "gemini")
@@ -52,14 +54,12 @@ class Scenario:
 
     Options every scenario takes: ``model`` (the served model; None means the model
     asked for), ``input_tokens`` / ``output_tokens`` (None: 12 in, output counted from
-    the words; input is the total, cached tokens included), ``cache_read_tokens`` /
-    ``cache_write_tokens`` (of the input, the part read from / written to the prompt
-    cache, reported in each wire's words; a wire with no word for writes drops them),
-    ``delay_s`` (before the response starts), ``chunk_delay_s`` (between
-    streamed chunks: a trickle), ``timestamps`` (each streamed text chunk carries
-    ``"agentcore_emitted_at": time.time()`` and the call records each emission
-    time), ``headers`` (extra response headers), ``ping`` (send the wire's
-    keep-alive once inside the stream, where the wire has one).
+    the words; input is the total, cached included), ``cache_read_tokens`` /
+    ``cache_write_tokens`` (the part of it the prompt cache read / wrote), ``delay_s``
+    (before the response starts), ``chunk_delay_s`` (between streamed chunks: a trickle),
+    ``timestamps`` (each streamed text chunk carries ``"agentcore_emitted_at":
+    time.time()`` and the call records each emission time), ``headers`` (extra response
+    headers), ``ping`` (send the wire's keep-alive once inside the stream, where it has one).
     """
 
     kind: ClassVar[str] = "scenario"
@@ -537,6 +537,9 @@ class Play:
     """The keep-alive frame a stall repeats (None: the wire has none)."""
     carries_text: Callable[[Frame], bool] = field(default=lambda frame: False)
     """True for a frame that streams a piece of visible text (timestamped when asked)."""
+    encode: Callable[[Frame, float | None], bytes] | None = None
+    """The wire's framing of one frame (`emitted_at` added to its payload when given);
+    None: server-sent events."""
 
 
 @dataclass(frozen=True)
@@ -549,8 +552,7 @@ class Usage:
     cache_write_tokens: int = 0
 
     @property
-    def uncached_input_tokens(self) -> int:
-        """The input neither read from nor written to the cache (Anthropic's ``input_tokens``)."""
+    def uncached_input_tokens(self) -> int:  # Anthropic's ``input_tokens``
         return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
 
 

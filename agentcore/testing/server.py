@@ -28,7 +28,10 @@ from agentcore.testing.scenarios import (
     Wire,
     credentials_message,
 )
-from agentcore.testing.wires import RENDERERS, refusal, render
+from agentcore.testing.sigv4 import AwsCredentials
+from agentcore.testing.sigv4 import refusal as refusal
+from agentcore.testing.wires import RENDERERS, render
+from agentcore.testing.wires import refusal as wire_refusal
 from agentcore.testing.wires.base import encode_frame
 
 API_KEY_ENV = "LOOPBACK_API_KEY"
@@ -47,8 +50,8 @@ DEFAULT_PROVIDERS: dict[str, str] = {
 """`write_settings`' default ``[providers.NAME]`` sections: NAME to kind."""
 
 _SLICE = 64 * 1024
-_REDACT = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
-_ROOT_WIRES = ("anthropic", "gemini")
+_REDACT = ("authorization", "x-api-key", "api-key", "x-goog-api-key", "x-amz-security-token")
+_ROOT_WIRES = ("anthropic", "gemini", "bedrock", "bedrock-converse")
 """Wires whose base URL is the server's root (the others' ends in ``/v1``)."""
 
 
@@ -102,6 +105,7 @@ class LoopbackServer:
         default: Scenario | None = None,
         choose: Callable[[Call], Scenario | None] | None = None,
         keepalive_timeout_s: float | None = None,
+        aws_credentials: AwsCredentials | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -117,6 +121,8 @@ class LoopbackServer:
         request arrives on it, unanswered (the call is recorded `stale`), so a client
         always meets what a real server makes it meet when its idle timer fires just as
         a request is on its way; 0: every request on a reused connection meets it."""
+        self.aws_credentials = aws_credentials
+        """The AWS keys a Bedrock call's SigV4 signature is checked with (`sigv4.refusal`)."""
         self._idle_since: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self.calls: list[Call] = []
         self._shared: collections.deque[Scenario] = collections.deque()
@@ -280,6 +286,10 @@ class LoopbackServer:
             "/v1beta/models/{model}:generateContent": "gemini",
             "/v1/models/{model}:streamGenerateContent": "gemini",
             "/v1/models/{model}:generateContent": "gemini",
+            "/model/{model}/invoke": "bedrock",
+            "/model/{model}/invoke-with-response-stream": "bedrock",
+            "/model/{model}/converse": "bedrock-converse",
+            "/model/{model}/converse-stream": "bedrock-converse",
         }
         for prefix in ("", "/p/{provider}"):
             for path, wire in routes.items():
@@ -379,9 +389,17 @@ class LoopbackServer:
         if wire == "gemini":  # the model and the streaming are in the path
             call.model = request.match_info["model"]
             call.stream = request.path.endswith(":streamGenerateContent")
+        elif wire.startswith("bedrock"):
+            call.model = request.match_info["model"]
+            call.stream = request.path.endswith("-stream")
         elif isinstance(body, dict):
             call.model = body.get("model")
             call.stream = bool(body.get("stream"))
+        denied = refusal(request, raw, self.aws_credentials) if wire.startswith("bedrock") else None
+        if denied is not None:  # as AWS: no scenario is played for it
+            self.calls.append(call)
+            self._in_flight -= 1
+            return denied
         scenario = self.choose(call) if self.choose is not None else None
         if scenario is None:
             scenario = self._next(provider)
@@ -390,12 +408,8 @@ class LoopbackServer:
         call.scenario = scenario
         self.calls.append(call)
         try:
-            if scenario is None:
-                return _refuse(
-                    wire, f"loopback: no scenario scripted for this call ({request.path})"
-                )
-            problem = RENDERERS[wire].check(body)
-            if problem is not None:
+            problem = _problem(scenario, wire, body, request.path)
+            if problem is not None or scenario is None:
                 return _refuse(wire, f"loopback: {problem}")
             try:
                 play = self._render(scenario, call)
@@ -470,6 +484,7 @@ class LoopbackServer:
         scenario: Scenario,
         call: Call,
     ) -> web.StreamResponse:
+        encode = play.encode or encode_frame
         if play.prerendered is not None and not (scenario.timestamps or scenario.chunk_delay_s):
             data = play.prerendered
             for start in range(0, len(data), _SLICE):
@@ -482,17 +497,17 @@ class LoopbackServer:
                 if scenario.timestamps and play.carries_text(frame):
                     now = time.time()
                     call.emitted_at.append(now)
-                    await response.write(encode_frame(frame, now))
+                    await response.write(encode(frame, now))
                 else:
-                    await response.write(encode_frame(frame))
+                    await response.write(encode(frame, None))
         else:
-            await response.write(b"".join(encode_frame(f) for f in play.frames))
+            await response.write(b"".join(encode(f, None) for f in play.frames))
         if play.ending == "cut":
             return await _drop(request)
         if play.ending == "stall":
             every = scenario.keepalive_s if isinstance(scenario, Stall) else None
             if every and play.ping is not None:
-                ping = encode_frame(play.ping)
+                ping = encode(play.ping, None)
                 while True:
                     await asyncio.sleep(every)
                     await response.write(ping)
@@ -523,8 +538,18 @@ async def _drop(request: web.Request) -> web.StreamResponse:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _problem(scenario: Scenario | None, wire: Wire, body: Any, path: str) -> str | None:
+    """Why the server answers 400 before playing anything: no scenario, or a request the
+    real API refuses (`Renderer.check`)."""
+    if scenario is None:
+        return f"no scenario scripted for this call ({path})"
+    return RENDERERS[wire].check(body)
+
+
 def _refuse(wire: Wire, message: str) -> web.Response:
-    return web.Response(status=400, body=refusal(wire, message), content_type="application/json")
+    return web.Response(
+        status=400, body=wire_refusal(wire, message), content_type="application/json"
+    )
 
 
 # -- a tiny TOML writer for the settings files we generate --------------------------------------

@@ -297,6 +297,7 @@ def test_plugins_lists_every_default_with_its_state() -> None:
     assert rows["waiting-trace"][1:] == ["agentcore-waiting-trace", "0.1.0", "disabled"]
     assert rows["otel"][1:] == ["agentcore-otel", "0.1.0", "active"]
     assert rows["console"][1:] == ["agentcore-console", "0.1.0", "active"]
+    assert rows["bedrock"][1:] == ["agentcore-bedrock", "0.1.0", "active", "bedrock"]
 
 
 def test_settings_show_sources_and_never_a_key(settings: Path) -> None:

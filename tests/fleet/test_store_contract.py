@@ -512,3 +512,29 @@ async def test_a_release_wakes_waiters_on_the_claims_key(
     assert await wakes(watcher, "p", lambda: actor.release([slots_claim(1)], "a"))
     quota = [quota_claim(5.0, 1.0)]
     assert await wakes(watcher, "server:s", lambda: actor.release(quota, "a", [(1.0,)]))
+
+
+async def test_every_key_of_a_claim_set_is_in_one_cluster_slot(redis_server: RedisServer) -> None:
+    """A budget's claims span a server and a provider scope: with the ``{key_prefix}`` hash
+    tag every key the script touches hashes to one Redis Cluster slot."""
+    from redis.crc import key_slot
+
+    from agentcore.fleet import admit_script
+    from agentcore.fleet.redis_store import RedisFleetStore
+
+    store = RedisFleetStore(redis_server.url, key_prefix="fleet-a")
+    try:
+        store.register_kinds([Quota()])
+        claims = [
+            hold_claim("openai:gpt-4o"),
+            window_claim(5, "openai"),
+            slots_claim(2, "openai"),
+            quota_claim(3.0, 1.0, "server:notes"),
+            quota_claim(3.0, 1.0, "provider:anthropic"),
+        ]
+        sent = [claim for _, claim in store._prepared(claims, "h", "admit")]
+        keys, _ = admit_script.encode(sent, "fleet-a:wake:", "admit", "h")
+        assert len(keys) == 5
+        assert len({key_slot(key.encode()) for key in keys}) == 1
+    finally:
+        await store.aclose()

@@ -31,11 +31,10 @@ from agentcore.testing.scenarios import (
 from agentcore.testing.wires.anthropic import AnthropicRenderer
 from agentcore.testing.wires.base import (
     JSON_HEADERS,
-    SSE_HEADERS,
     Renderer,
-    encode_frame,
     json_bytes,
 )
+from agentcore.testing.wires.bedrock import ConverseRenderer, InvokeRenderer
 from agentcore.testing.wires.gemini import GeminiRenderer
 from agentcore.testing.wires.openai import OpenAIRenderer
 from agentcore.testing.wires.responses import ResponsesRenderer
@@ -45,6 +44,8 @@ RENDERERS: dict[Wire, type[Renderer]] = {
     "openai": OpenAIRenderer,
     "openai-responses": ResponsesRenderer,
     "gemini": GeminiRenderer,
+    "bedrock": InvokeRenderer,
+    "bedrock-converse": ConverseRenderer,
 }
 
 
@@ -60,10 +61,12 @@ def render(scenario: Scenario, wire: Wire, request: Any, *, streamed: bool, mode
     said = scenario.reply if isinstance(scenario, Streamed) else ""
     renderer = kind(scenario.model or model, usage_of(scenario, said), scenario)
     play = _play(scenario, renderer, streamed)
+    play.encode = kind.encode
     if long and play.streamed:  # rendered once, written in large slices
-        play.prerendered = b"".join(encode_frame(f) for f in play.frames)
+        play.prerendered = b"".join(kind.encode(f, None) for f in play.frames)
         play.frames = []
     play.carries_text = kind.carries_text
+    play.headers.update(renderer.headers)
     play.headers.update(scenario.headers)
     if isinstance(scenario, HttpError) and scenario.retry_after_date_in is not None:
         when = datetime.fromtimestamp(time.time() + scenario.retry_after_date_in, UTC)
@@ -108,7 +111,7 @@ def _whole(scenario: Streamed, renderer: Renderer) -> Play:
 
 
 def _stream(scenario: Streamed, renderer: Renderer) -> Play:
-    play = Play(200, dict(SSE_HEADERS), ping=renderer.keepalive)
+    play = Play(200, dict(renderer.stream_headers), ping=renderer.keepalive)
     frames = renderer.open() + _said(scenario, renderer)
     if isinstance(scenario, ToolUse):
         frames += renderer.tool_call(scenario)

@@ -35,11 +35,14 @@ class Renderer:
     wire: ClassVar[Wire]
     keepalive: ClassVar[Frame | None] = None
     """The frame a stall repeats (and a stream sends once, after its first text)."""
+    stream_headers: ClassVar[dict[str, str]] = SSE_HEADERS
 
     def __init__(self, model: str, usage: Usage, scenario: Scenario) -> None:
         self.model = model
         self.usage = usage
         self.scenario = scenario
+        self.headers: dict[str, str] = {}
+        """Headers a rendering adds to its reply (an error's name, where a wire says it so)."""
 
     @staticmethod
     def check(request: Any) -> str | None:
@@ -85,6 +88,11 @@ class Renderer:
         raise NotImplementedError
 
     # -- the server's side ---------------------------------------------------------------------
+
+    @staticmethod
+    def encode(frame: Frame, emitted_at: float | None) -> bytes:
+        """How the wire writes a frame (`Play.encode`): server-sent events, unless it says."""
+        return encode_frame(frame, emitted_at)
 
     @staticmethod
     def carries_text(frame: Frame) -> bool:

@@ -73,10 +73,15 @@ def test_content_shapes() -> None:
         ),
         grant,
     )
-    assert [i.text for i in answer.injections] == ["one\n\ntwo"]
+    # §19: a resource by uri is a bulk reference, shown as its stub (never its uri).
+    (injection,) = answer.injections
+    one, stub, two = injection.text.split("\n\n")
+    ((index, reference),) = injection.references
+    assert (one, two, index, reference.uri) == ("one", "two", 1, "memory://facts/1")
+    assert stub == (
+        f"[bulk reference {reference.id}, not shown; from an MCPL server, context injection]"
+    )
     assert answer.dropped_content == [
-        "contextInjections[0].content[1]: a resource by reference only (memory://facts/1); "
-        "agentcore does not read it",
         "contextInjections[0].content[3] is not a content block (text, image, audio or resource)",
     ]
     assert answer.dropped == [
@@ -134,9 +139,16 @@ def test_media_is_kept_where_the_provider_carries_it_and_said_where_not() -> Non
         "MediaBlock",
         "MediaBlock",
         "TextBlock",
+        "TextBlock",
         "MediaBlock",
+        "TextBlock",
     ]
-    image, audio, resource, pdf = first.content
+    image, audio, by_uri, resource, pdf, link = first.content
+    # §19: media by uri and an MCP resource_link are bulk references: stubs, no uri.
+    assert [r.kind for _, r in first.references] == ["image", "resource_link"]
+    assert by_uri.text.startswith("[bulk reference ref_")  # type: ignore[union-attr]
+    assert "example.com" not in by_uri.text  # type: ignore[union-attr]
+    assert '"x"' in link.text and "memory://" not in link.text  # type: ignore[union-attr]
     assert (image.mime_type, image.data) == ("image/png", PNG)  # type: ignore[union-attr]
     assert audio.mime_type == "audio/wav"  # type: ignore[union-attr]
     assert resource.text == '<resource uri="memory://a&quot;b">\nfact\n</resource>'  # type: ignore[union-attr]
@@ -145,10 +157,8 @@ def test_media_is_kept_where_the_provider_carries_it_and_said_where_not() -> Non
     at = "contextInjections[0].content"
     assert answer.dropped_content == [
         f"{at}[2] (audio audio/ogg): the turn's provider does not carry it",
-        f"{at}[3]: image by uri; agentcore carries media inline only",
         f"{at}[4] (image image/png): its data is not base64",
         f"{at}[5]: an image block's mimeType is 'audio/wav'",
-        f"{at}[8]: a resource_link is a reference; agentcore does not read it",
         "contextInjections[1].content[0] (image image/png): a system prompt carries text only",
         "contextInjections[1].content[1] is not a content block (text, image, audio or resource)",
     ]

@@ -18,17 +18,26 @@ checks every host owes are in `agentcore_mcpl_context.wire`.
   servers in the same sessions only (a server that joins, or reconnects, mid-turn
   gets nothing for it). `model` only with `modelInfo` granted; `usage` only with
   ``completed``; never content. Sent without making the turn wait.
+- A §19 bulk content reference in an injection reaches the model as its stub. With
+  ``[mcpl.bulk] fetch = true``, one whose disposition is not ``never`` is fetched under
+  the host's rules (`agentcore.api.BulkFetcher`) and, verified, put in instead where the
+  turn carries it. One ``mcpl:bulk_reference`` trace per reference says what was decided.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from typing import Any
 
 from loguru import logger
 from pydantic import Field
 
 from agentcore.api import (
+    BulkFetcher,
+    BulkReference,
     ConnectionClosed,
+    Fetched,
     Inference,
     Injection,
     McplError,
@@ -44,15 +53,18 @@ from agentcore_mcpl_context.wire import (
     INFERENCE_LIFECYCLE,
     LIFECYCLE,
     MODEL_INFO,
+    ContextInjection,
     HookAnswer,
     before_inference,
     before_inference_params,
+    fetched_block,
     lifecycle_params,
     may_observe,
     takes_hooks,
 )
 
 DEFAULT_HOOK_TIMEOUT_S = 5.0  # SPEC §10.6's recommendation
+BULK_TRACE = "mcpl:bulk_reference"
 
 
 class ContextSettings(Section):
@@ -70,6 +82,7 @@ class McplContext:
         self._context: PluginContext[ContextSettings] | None = None
         self._started: dict[str, list[tuple[ServerHandle, int]]] = {}
         """inferenceId -> the servers (and their session) that were sent ``started``."""
+        self._fetcher: BulkFetcher | None = None
 
     @hookimpl
     def agentcore_settings(self) -> SettingsSection:
@@ -78,6 +91,7 @@ class McplContext:
     @hookimpl
     def agentcore_start(self, context: PluginContext[ContextSettings]) -> None:
         self._context = context
+        self._fetcher = BulkFetcher(context.bulk) if context.bulk.fetch else None
 
     @hookimpl
     def agentcore_mcpl_capabilities(self) -> dict[str, Any]:
@@ -119,12 +133,96 @@ class McplContext:
         answers = await before_inference(
             asks, self._timeout_s, self._ctx.media_types(inference.request.model), trace
         )
-        injections: list[Injection] = []
-        for server, answer in zip(servers, answers, strict=True):  # settings order (§10.8)
-            injections.extend(
-                Injection(i.position, i.content, server.name) for i in answer.injections
-            )
-        return injections
+        media_types = self._ctx.media_types(inference.request.model)
+        budget = {s.name: self._ctx.bulk.max_fetches_per_turn for s in servers}
+        kept = [
+            (s, i) for s, answer in zip(servers, answers, strict=True) for i in answer.injections
+        ]
+        # Every injection's references at once: the turn waits for one fetch's time at most.
+        decided = await asyncio.gather(
+            *(self._with_references(s, inference, i, media_types, budget) for s, i in kept)
+        )
+        # settings order (§10.8)
+        return [
+            Injection(i.position, i.content, server.name)
+            for (server, _), i in zip(kept, decided, strict=True)
+        ]
+
+    # -- §19 bulk content references ----------------------------------------------------
+
+    async def _with_references(
+        self,
+        server: ServerHandle,
+        inference: Inference,
+        injection: ContextInjection,
+        media_types: frozenset[str],
+        budget: dict[str, int],
+    ) -> ContextInjection:
+        """The injection with each bulk reference decided: its stub stays, or (fetching on,
+        not ``never``, within the server's `budget` of fetches this turn, verified,
+        carried) the payload replaces it. Traced one by one."""
+        if not injection.references:
+            return injection
+        fetches = [self._fetch(r, server.name, budget) for _, r in injection.references]
+        results = await asyncio.gather(*fetches)
+        content = list(injection.content)
+        for (index, reference), fetched in zip(injection.references, results, strict=True):
+            block = None
+            if not isinstance(fetched, str) and fetched.ok:
+                block = fetched_block(fetched, injection.position, media_types)
+                if block is not None:
+                    content[index] = block
+            self._trace_reference(server, inference, reference, fetched, inlined=block is not None)
+        return dataclasses.replace(injection, content=tuple(content))
+
+    async def _fetch(
+        self, reference: BulkReference, server: str, budget: dict[str, int]
+    ) -> Fetched | str:
+        """The fetch, or why there is none: ``off``; ``never`` (§19: neither the payload
+        nor the URI may reach the model, so there is nothing to fetch it for);
+        ``over_budget`` (``max_fetches_per_turn`` already fetched for this server)."""
+        if self._fetcher is None:
+            return "off"
+        if reference.disposition == "never":
+            return "never"
+        if budget[server] <= 0:
+            return "over_budget"
+        budget[server] -= 1
+        return await self._fetcher.fetch(reference)
+
+    def _trace_reference(
+        self,
+        server: ServerHandle,
+        inference: Inference,
+        reference: BulkReference,
+        fetched: Fetched | str,
+        *,
+        inlined: bool,
+    ) -> None:
+        fields: dict[str, Any] = {
+            "serverId": server.name,
+            "inferenceId": inference.id,
+            "referenceId": reference.id,
+            "kind": reference.kind,
+            "disposition": reference.disposition,
+            "shown": "payload" if inlined else "stub",
+            "rejectedFields": list(reference.rejected),
+        }
+        if isinstance(fetched, str):
+            fields["fetch"] = fetched
+        else:
+            fields["fetch"] = "ok" if fetched.ok else "refused"
+            fields["origin"] = fetched.origin
+            if fetched.ok:
+                fields["sizeBytes"] = len(fetched.data)
+                fields["mimeType"] = fetched.mime_type
+                fields["digestVerified"] = fetched.digest_verified
+                if not inlined:
+                    fields["reason"] = "not_carried"
+            else:
+                fields["reason"] = fetched.refusal
+                fields["error"] = fetched.detail
+        self._ctx.emit_now(BULK_TRACE, **fields)
 
     def _trace(self, server: ServerHandle, inference: Inference, answer: HookAnswer) -> None:
         fields: dict[str, Any] = {

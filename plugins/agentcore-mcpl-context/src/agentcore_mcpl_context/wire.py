@@ -17,6 +17,7 @@ is policy, in the `mcpl-context` plugin.
 from __future__ import annotations
 
 import asyncio
+import base64
 import binascii
 import functools
 import html
@@ -26,8 +27,10 @@ from typing import Any, Literal, TypeAlias
 
 from agentcore.api import (
     POSITIONS,
+    BulkReference,
     ConnectionClosed,
     EncodedParams,
+    Fetched,
     InjectedBlock,
     Injection,
     McplError,
@@ -38,7 +41,10 @@ from agentcore.api import (
     ServerHandle,
     TextBlock,
     encode_params,
+    is_bulk_reference,
     is_granted,
+    read_bulk_reference,
+    withheld_block,
 )
 
 BEFORE_INFERENCE = "context/beforeInference"
@@ -73,6 +79,8 @@ class ContextInjection:
     position: Position
     content: tuple[InjectedBlock, ...]
     namespace: str
+    references: tuple[tuple[int, BulkReference], ...] = ()
+    """§19 bulk references: the index in `content` of each one's stub, and its record."""
 
     @property
     def text(self) -> str:
@@ -221,14 +229,16 @@ def _hook_answer(
     except ConnectionClosed as exc:
         return HookAnswer("error", error=str(exc) or "the connection closed")
     # Authorized against the grant as it is now, at receipt (§5.4), not as it was at send.
-    return authorize_injections(result, connection.grant, media_types)
+    return authorize_injections(result, connection.grant, media_types, connection.name)
 
 
 def authorize_injections(
-    result: Any, grant: frozenset[str], media_types: frozenset[str] = frozenset()
+    result: Any, grant: frozenset[str], media_types: frozenset[str] = frozenset(), server: str = ""
 ) -> HookAnswer:
     """§10.2-10.4, §10.8: each injection on its own, by its position against the grant;
-    its content (§10.3) as the blocks the turn's provider carries (`media_types`)."""
+    its content (§10.3) as the blocks the turn's provider carries (`media_types`); a §19
+    bulk reference as its stub, the record kept on the injection (`server` names where it
+    came from in the stub)."""
     if not isinstance(result, dict):
         return HookAnswer("error", error="the result is not an object")
     raw = result.get("contextInjections", [])
@@ -254,53 +264,104 @@ def authorize_injections(
         if not isinstance(namespace, str) or not namespace:
             answer.dropped.append(f"{where}.namespace (a string) is required")
             continue
+        references: list[tuple[int, BulkReference]] = []
         content = _content_blocks(
-            item.get("content"), where, position, media_types, answer.dropped_content
+            item.get("content"),
+            _Where(where, position, media_types, server),
+            answer.dropped_content,
+            references,
         )
         if content is None:
             answer.dropped.append(f"{where}.content must be a string or an array of blocks")
             continue
-        answer.injections.append(ContextInjection(position, content, namespace))
+        answer.injections.append(ContextInjection(position, content, namespace, tuple(references)))
     return answer
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """The injection a block belongs to: where it is, and what the turn carries."""
+
+    where: str
+    position: Position
+    media_types: frozenset[str]
+    server: str
 
 
 def _content_blocks(
     content: Any,
-    where: str,
-    position: Position,
-    media_types: frozenset[str],
+    at_injection: _Where,
     left_out: list[str],
+    references: list[tuple[int, BulkReference]],
 ) -> tuple[InjectedBlock, ...] | None:
     """§10.3: a string, or content blocks. Text is kept; an embedded text resource is kept
     as text labelled with its URI (`resource_text`); image, audio and blob resources are
     kept as media where the turn's provider carries their type, around the user's message
-    only (a system prompt is text). What is left out is said, block by block, in
+    only (a system prompt is text); a block by URI is a §19 bulk reference, kept as its
+    stub (its record in `references`). What is left out is said, block by block, in
     `left_out`. None when `content` is neither a string nor an array."""
     if isinstance(content, str):
         return (TextBlock(content),)
     if not isinstance(content, list):
         return None
+    position, media_types = at_injection.position, at_injection.media_types
     blocks: list[InjectedBlock] = []
     for j, block in enumerate(content):
-        at = f"{where}.content[{j}]"
+        at = f"{at_injection.where}.content[{j}]"
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text" and isinstance(block.get("text"), str):
             blocks.append(TextBlock(block["text"]))
             continue
         kept: InjectedBlock | None
-        if kind in ("image", "audio"):
+        if (why := withheld_block(block)) is not None:
+            left_out.append(f"{at}: {why}")
+            kept = None
+        elif is_bulk_reference(block):
+            stub = _reference(block, at, at_injection.server, left_out)
+            if stub is not None:
+                references.append((len(blocks), stub[1]))
+            kept = None if stub is None else stub[0]
+        elif kind in ("image", "audio"):
             kept = _media(block, kind, at, position, media_types, left_out)
         elif kind == "resource":
             kept = _resource(block, at, position, media_types, left_out)
-        elif kind == "resource_link":
-            left_out.append(f"{at}: a resource_link is a reference; agentcore does not read it")
-            kept = None
         else:
             left_out.append(f"{at} is not a content block (text, image, audio or resource)")
             kept = None
         if kept is not None:
             blocks.append(kept)
     return tuple(blocks)
+
+
+def _reference(
+    block: dict[str, Any], at: str, server: str, left_out: list[str]
+) -> tuple[TextBlock, BulkReference] | None:
+    """A §19 bulk reference as its stub, or None when its `uri` rejects it whole."""
+    reference = read_bulk_reference(block)
+    if isinstance(reference, str):
+        left_out.append(f"{at}: a bulk reference rejected: {reference}")
+        return None
+    source = f"from MCPL server {server}" if server else "from an MCPL server"
+    return TextBlock(reference.stub(f"{source}, context injection")), reference
+
+
+def fetched_block(
+    fetched: Fetched, position: Position, media_types: frozenset[str]
+) -> InjectedBlock | None:
+    """A verified payload as the turn carries it (§19: a host MAY inline a ``ref`` or
+    unannotated reference's verified payload within its policy): text, labelled with the
+    reference id and never the URI; media around the user's message where the provider
+    carries its observed type. None: it stays a stub."""
+    reference, mime_type = fetched.reference, fetched.mime_type or ""
+    if mime_type.startswith("text/") or mime_type.endswith("json"):
+        label = html.escape(reference.label or "", quote=True)
+        shown_type = html.escape(mime_type[:255], quote=True)  # §19: mimeType is 255 at most
+        opening = f'<resource ref="{reference.id}" name="{label}" type="{shown_type}">'
+        return TextBlock(f"{opening}\n{fetched.data.decode('utf-8')}\n</resource>")
+    if position == "system" or mime_type not in media_types:
+        return None
+    data = base64.b64encode(fetched.data).decode("ascii")
+    return MediaBlock(mime_type, data, name=fetched.file_name)
 
 
 def _media(
@@ -314,8 +375,7 @@ def _media(
     """An image or audio block (§10.3) as media the turn carries, or None (and why)."""
     data, mime_type = block.get("data"), block.get("mimeType")
     if not isinstance(data, str) or not isinstance(mime_type, str):
-        how = "by uri" if "uri" in block else "without data and mimeType"
-        left_out.append(f"{at}: {kind} {how}; agentcore carries media inline only")
+        left_out.append(f"{at}: {kind} without data and mimeType")
         return None
     media = MediaBlock(mime_type, data)
     if media.kind != kind:
@@ -332,8 +392,8 @@ def _resource(
     left_out: list[str],
 ) -> InjectedBlock | None:
     """An embedded resource (MCP's ``{"type": "resource", "resource": {uri, text | blob,
-    mimeType}}``): text as labelled text, a blob as media. One by reference only (§10.3's
-    ``{"type": "resource", "uri"}``) is left out: agentcore does not read resources."""
+    mimeType}}``): text as labelled text, a blob as media. (One by reference only, §10.3's
+    ``{"type": "resource", "uri"}``, is a §19 bulk reference: `_reference`.)"""
     resource = block.get("resource")
     uri = resource.get("uri") if isinstance(resource, dict) else block.get("uri")
     uri = uri if isinstance(uri, str) else ""
@@ -348,9 +408,7 @@ def _resource(
         return _carried(
             media, f"{at} (resource {media.mime_type})", position, media_types, left_out
         )
-    left_out.append(
-        f"{at}: a resource by reference only ({uri or 'no uri'}); agentcore does not read it"
-    )
+    left_out.append(f"{at}: a resource without text, blob or uri")
     return None
 
 
@@ -424,6 +482,7 @@ __all__ = [
     "authorize_injections",
     "before_inference",
     "before_inference_params",
+    "fetched_block",
     "lifecycle_params",
     "may_observe",
     "resource_text",

@@ -17,6 +17,13 @@ calls to that provider and model wait at admission instead of hitting it again.
   bounded by ``max_wait_s`` too: past it, it fails saying it waited for the probe.
 - Shutdown (the kernel's ``stopping``) wakes every waiter, which fails with "The host
   is shutting down".
+- A usage cap or exhausted quota (an attempt that failed ``quota``: Anthropic's usage-limit
+  400, OpenAI's ``insufficient_quota`` 429, Bedrock's ``ServiceQuotaExceededException`` or
+  daily-token throttling, a 402) holds the whole provider, reason ``usage_cap``, for
+  ``usage_cap_probe_s`` (default 900, jittered like any hold). While it holds, calls to
+  any of its models fail at once with an error naming the cap (code ``usage_cap``), no
+  provider call made; then one call goes through (the probe): its success lifts the hold
+  for every replica sharing the store, a capped answer holds again.
 
 Traces: ``provider:hold`` (provider, model, key, untilMs, durationMs, reason, error,
 stated, inferenceId) when a hold starts or is lengthened, ``provider:release``
@@ -63,6 +70,9 @@ from agentcore.api import (
 )
 
 HOLD_KINDS: frozenset[str] = frozenset({"rate_limit", "overloaded"})
+USAGE_CAP = "usage_cap"
+"""The reason of a hold after a usage cap or exhausted quota, and the code of the error a
+call held by it fails with."""
 HOLD_TOO_LONG = "hold_too_long"
 """`InferenceError.code` of the error a call fails with when the hold outlasts max_wait_s."""
 MAX_WAIT_SETTING = "[provider_hold] max_wait_s"
@@ -81,6 +91,9 @@ class HoldSettings(Section):
     """The hold after a rate limit or overload that stated no wait."""
     key: Literal["provider_model", "provider"] = "provider_model"
     """What one hold covers: one model of a provider, or the whole provider."""
+    usage_cap_probe_s: float = Field(default=900.0, gt=0)
+    """After a usage cap or exhausted quota, the whole provider is held this long (then one
+    probe call goes through, and again this long after each capped probe)."""
     release_jitter: float = Field(default=0.1, ge=0, le=1)
     """A hold lasts up to this fraction longer than its wait, at random (5 s: up to 5.5 s):
     the calls it releases do not land on the provider at one instant, nor exactly when
@@ -138,6 +151,22 @@ def hold_too_long(
     )
 
 
+def usage_capped(attempt: Attempt, remaining: float | None, every: float) -> InferenceError:
+    """The error of a call refused by a usage-cap hold: at once, and never sent."""
+    when = "now" if not remaining else f"in {_seconds(remaining)} s"
+    return InferenceError(
+        "quota",
+        f"Provider {attempt.provider!r} is held: its usage cap or quota is exhausted, so "
+        f"calls fail at once without reaching it; one probe call goes through every "
+        f"{_seconds(every)} s ([provider_hold] usage_cap_probe_s), the next {when}",
+        retryable=False,
+        code=USAGE_CAP,
+        retry_after_s=remaining,
+        provider=attempt.provider,
+        model=attempt.model,
+    )
+
+
 def probe_too_long(
     attempt: Attempt, hold: Hold, waited: float, limit: float, key: str = MAX_WAIT_SETTING
 ) -> InferenceError:
@@ -166,9 +195,9 @@ class ProviderHold:
         self.settings = HoldSettings()
         self._context: PluginContext[HoldSettings] | None = None
         self._linger_s = 600.0
-        self._probes: set[tuple[str, int]] = set()
-        """This replica's probes in flight, by (inference id, attempt number): only a
-        probe's success releases a hold, so any other attempt's end costs no store call."""
+        self._probes: set[tuple[str, int, str]] = set()
+        """This replica's probes in flight, by (inference id, attempt number, held key): only
+        a probe's success releases a hold, so any other attempt's end costs no store call."""
         self._limit: tuple[float, str] = (600.0, "[inference] max_stated_wait_s")
         """The longest a call waits here in all, and the settings key that says so."""
 
@@ -198,27 +227,31 @@ class ProviderHold:
 
     @hookimpl
     def on_admission_claims(self, attempt: Attempt) -> list[Claim]:
-        """No hold on the attempt's key, or the hold ended and this call is its one probe:
-        the store decides it with every other claim of the call, at once."""
-        key = str(hold_key(attempt, self.settings.key))
-        max_wait, setting = self._limit
-        probe = (attempt.inference.id, attempt.number)
-        args = (round(PROBE_LEASE_S * 1000), max(1, round(self._linger_s * 1000)))
-        return [
-            Claim(
-                HOLD,
-                key,
-                args,
-                wait_reason="hold",
-                max_wait_s=max_wait,
-                max_wait_setting=setting,
-                refused=functools.partial(self._refused, attempt),
-                admitted=lambda result: self._admitted(probe, result),
-                released=lambda: self._probes.discard(probe),
-            )
-        ]
+        """No hold on the attempt's key (nor a usage-cap hold on its whole provider), or the
+        hold ended and this call is its one probe: the store decides it with every other
+        claim of the call, at once."""
+        keys = [str(hold_key(attempt, self.settings.key))]
+        if keys[0] != attempt.provider:
+            keys.append(attempt.provider)  # where a usage cap holds the whole provider
+        return [self._claim(attempt, key) for key in keys]
 
-    def _admitted(self, probe: tuple[str, int], result: Scalar) -> None:
+    def _claim(self, attempt: Attempt, key: str) -> Claim:
+        max_wait, setting = self._limit
+        probe = (attempt.inference.id, attempt.number, key)
+        args = (round(PROBE_LEASE_S * 1000), max(1, round(self._linger_s * 1000)))
+        return Claim(
+            HOLD,
+            key,
+            args,
+            wait_reason="hold",
+            max_wait_s=max_wait,
+            max_wait_setting=setting,
+            refused=functools.partial(self._refused, attempt),
+            admitted=lambda result: self._admitted(probe, result),
+            released=lambda: self._probes.discard(probe),
+        )
+
+    def _admitted(self, probe: tuple[str, int, str], result: Scalar) -> None:
         if result == 1:  # the probe: it goes alone, and its outcome decides for the rest
             self._probes.add(probe)
 
@@ -228,6 +261,8 @@ class ProviderHold:
         """Held: wait for the end, unless that is past the limit (known now). Behind the
         probe: wait for as long as it runs, bounded like any wait."""
         max_wait, setting = self._limit
+        if refusal.info == USAGE_CAP:  # no wait: the cap lasts far past any call's patience
+            return usage_capped(attempt, refusal.retry_s, self.settings.usage_cap_probe_s)
         hold = Hold(refusal.info or "rate_limit", refusal.retry_s or 0.0, 0.0)
         if refusal.detail == "held" and refusal.retry_s is not None:
             if waited + refusal.retry_s > max_wait:
@@ -242,11 +277,15 @@ class ProviderHold:
     @hookimpl
     async def on_attempt_end(self, attempt: Attempt, error: InferenceError | None) -> None:
         """A rate limit or overload holds the key (the longest wins; the probe is
-        forgotten); the probe's success releases it. Any other end of the probe lets the
-        next waiter be the probe: the kernel gives its claim back after this."""
+        forgotten), a usage cap the whole provider; a probe's success releases the key it
+        probed. Any other end of the probe lets the next waiter be the probe: the kernel
+        gives its claim back after this."""
         key = hold_key(attempt, self.settings.key)
-        probe = (attempt.inference.id, attempt.number) in self._probes
+        probed = [p[2] for p in self._probes if p[:2] == (attempt.inference.id, attempt.number)]
         try:
+            if error is not None and error.kind == "quota" and error.code != USAGE_CAP:
+                await self._hold(attempt, HoldKey(attempt.provider), error, self._cap_s(), True)
+                return
             duration = (
                 None
                 if error is None
@@ -256,38 +295,50 @@ class ProviderHold:
             )
             if error is not None and duration is not None:
                 await self._hold(attempt, key, error, duration)
-            elif probe and error is None:
-                await self._succeeded(attempt, key)
+            elif probed and error is None:
+                for held in probed:
+                    await self._succeeded(attempt, held)
         except FleetUnavailable as exc:
             logger.warning("the provider hold could not record {}'s outcome: {}", key, exc)
 
-    async def _succeeded(self, attempt: Attempt, key: HoldKey) -> None:
+    def _cap_s(self) -> float:
+        return self.settings.usage_cap_probe_s * (
+            1.0 + random.uniform(0.0, self.settings.release_jitter)
+        )
+
+    async def _succeeded(self, attempt: Attempt, key: str) -> None:
         # Only an ended hold is released: a new hold set meanwhile stands.
-        released = await self.store.release_hold(str(key))
+        released = await self.store.release_hold(key)
         if released is None:
             return
         fields = ReleasePayload(
             provider=attempt.provider,
             model=attempt.model,
-            key=self.settings.key,
+            key="provider" if key == attempt.provider else self.settings.key,
             heldMs=round(released.held_s * 1000),
             inferenceId=attempt.inference.id,
         )
         await self._emit(RELEASE_TRACE, **fields)
 
     async def _hold(
-        self, attempt: Attempt, key: HoldKey, error: InferenceError, duration: float
+        self,
+        attempt: Attempt,
+        key: HoldKey,
+        error: InferenceError,
+        duration: float,
+        capped: bool = False,
     ) -> None:
-        hold, lengthened = await self.store.set_hold(str(key), duration, error.kind, self._linger_s)
+        reason = USAGE_CAP if capped else error.kind
+        hold, lengthened = await self.store.set_hold(str(key), duration, reason, self._linger_s)
         if not lengthened:
             return
         fields = HoldPayload(
             provider=attempt.provider,
             model=attempt.model,
-            key=self.settings.key,
+            key="provider" if capped else self.settings.key,
             untilMs=round((time.time() + hold.remaining_s) * 1000),
             durationMs=round(hold.remaining_s * 1000),
-            reason=error.kind,
+            reason=reason,
             stated=error.retry_after_s is not None,
             error=error.describe(),
             inferenceId=attempt.inference.id,
@@ -302,6 +353,7 @@ class ProviderHold:
 __all__ = [
     "HOLD_KINDS",
     "HOLD_TOO_LONG",
+    "USAGE_CAP",
     "HoldKey",
     "HoldSettings",
     "ProviderHold",
@@ -309,4 +361,5 @@ __all__ = [
     "hold_key",
     "hold_too_long",
     "probe_too_long",
+    "usage_capped",
 ]

@@ -56,6 +56,7 @@ from agentcore.inference import (
     Aborted,
     BlockStart,
     BlockStop,
+    CachePoint,
     Complete,
     ContentBlock,
     Failed,
@@ -119,6 +120,7 @@ from agentcore.mcpl.protocol import (
 )
 from agentcore.model_info import ModelInfo, model_prefills
 from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
+from agentcore.pricing import Pricer, spend_fields
 from agentcore.providers.base import Provider
 from agentcore.providers.errors import MID_STREAM, error_from_payload
 from agentcore.providers.sse import EventTuple
@@ -220,6 +222,7 @@ __all__ = [
     "BulkFetcher",
     "BulkReference",
     "BulkSettings",
+    "CachePoint",
     "Claim",
     "ClaimCall",
     "ClaimKind",
@@ -262,6 +265,7 @@ __all__ = [
     "PluginContext",
     "PluginError",
     "Position",
+    "Pricer",
     "Provider",
     "ProviderInfo",
     "ProviderName",
@@ -328,6 +332,7 @@ __all__ = [
     "result_object",
     "sampling_range",
     "shutting_down",
+    "spend_fields",
     "unavailable_error",
     "unavailable_fields",
     "url_problem",

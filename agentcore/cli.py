@@ -463,3 +463,37 @@ def demo() -> None:
     from agentcore.demo import run_demo
 
     raise SystemExit(asyncio.run(run_demo()))
+
+
+@main.command()
+@settings_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of a table.")
+def spend(settings_path: Path | None, as_json: bool) -> None:
+    """Spend in the current window per budget (per MCPL server, per provider) and its
+    limit, read from the [fleet] store: with Redis, the whole fleet's."""
+    kernel = load_kernel(settings_path)
+    reports = asyncio.run(_spend_reports(kernel))
+    if as_json:
+        say(json.dumps(reports[0] if len(reports) == 1 else {"reports": reports}))
+        return
+    for report in reports:
+        say(f"window: {report.get('window')} (resets at {report.get('resetsAt')})")
+        for row in report.get("budgets", []):
+            say(
+                f"{row['scope']:<28} ${row['spentUsd']:.4f} of ${row['maxUsd']:.4f}"
+                + (f" (${row['reservedUsd']:.4f} reserved in flight)" if row["reservedUsd"] else "")
+            )
+    if not reports:
+        say("no budgets: the budget plugin is disabled, or [budget] names none")
+
+
+async def _spend_reports(kernel: Kernel) -> list[dict[str, Any]]:
+    from agentcore.inference import InferenceError, PluginError
+
+    async with kernel:
+        try:
+            answers = await kernel.hooks.spend_report()
+        except (PluginError, InferenceError) as exc:  # the store unreachable, a plugin's bug
+            say(f"agentcore: spend: {exc}", err=True)
+            raise SystemExit(1) from None
+    return [dict(answer) for _, answer in answers if answer]

@@ -335,6 +335,10 @@ class Hooks:
     async def admission(self, attempt: Attempt) -> None:
         await self._run("on_admission", (attempt,))
 
+    async def spend_report(self) -> list[tuple[str, Any]]:
+        """(plugin, its answer) for every implementation of `on_spend_report`, in order."""
+        return cast("list[tuple[str, Any]]", await self._run("on_spend_report", ()))
+
     async def admission_claims(self, attempt: Attempt) -> list[tuple[str, Any]]:
         """(plugin, its answer) for every implementation of `on_admission_claims`, in order."""
         return cast("list[tuple[str, Any]]", await self._run("on_admission_claims", (attempt,)))

@@ -265,6 +265,14 @@ def on_push_event(event: PushEvent) -> PushAnswer | None:
     """
 
 
+@spec(Kind.DECISION, Result.COLLECT)
+def on_spend_report() -> Mapping[str, Any] | None:
+    """What this plugin accounts of spend, read from the ``[fleet]`` store (so the whole
+    fleet's): `agentcore spend` prints every answer. The budget plugin answers with the
+    current window's spend and limit per budget (docs/cli.md); None: nothing to report.
+    """
+
+
 RULES: Mapping[str, HookRule] = rules_of(globals())
 """Every hook's rule, by name: the table `agentcore.hooks` follows."""
 

@@ -7,10 +7,8 @@ through `on_stream_event` to the consumer, and ends in exactly one terminal.
 A failed attempt is offered to `on_inference_error` — only while nothing
 visible has reached the consumer — which decides to retry after N seconds or
 give up; the kernel announces the backoff as a wait and sleeps, cancellably.
-`complete()` and `stream()` are two consumers of that one loop. Policy lives in
-plugins, and so do the provider kinds: without any plugin but agentcore's own,
-an inference is tried once (docs/architecture.md).
-"""
+A reply is priced (`agentcore.pricing`); `complete()` and `stream()` consume the loop;
+policy and provider kinds live in plugins (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -64,6 +62,7 @@ from agentcore.plugins import (
     ProviderInfo,
     load_plugins,
 )
+from agentcore.pricing import Pricer, spend_fields
 from agentcore.provider_calls import ProviderCalls, no_terminal
 from agentcore.providers import Provider, ProviderKinds
 from agentcore.settings import LoadedSettings, Settings, SettingsError
@@ -94,6 +93,7 @@ class Kernel:
         self._providers: dict[str, Provider] = {}
         self._model_infos: dict[str, ModelInfo] = {}  # the settings are fixed: made once each
         self._calls = ProviderCalls(self.settings.inference, self.stopping)  # calls in flight
+        self.pricer = Pricer(self.settings.providers, self.emit_now)
         self._turns: set[_HostTurn] = set()  # host turns started and not yet ended
         self._ids = itertools.count(1)
         self._started = False
@@ -236,6 +236,7 @@ class Kernel:
             fleet=lambda: self.fleet,
             bulk=self.settings.mcpl.bulk.model_copy(),
             add_claim_kind=functools.partial(self.admission.add_kind, record.name),
+            pricer=self.pricer,
         )
 
     # -- traces and waits ------------------------------------------------------------
@@ -391,8 +392,7 @@ class Kernel:
             subject=response,
             modelServed=response.model_served,
             attempts=attempt.number,
-            inputTokens=response.usage.input_tokens,
-            outputTokens=response.usage.output_tokens,
+            **spend_fields(response),
             finishReason=response.stop.reason,
             **_trace_fields(inference),
         )
@@ -538,6 +538,7 @@ class Kernel:
         if terminal is None:  # an attempt ends with one, but a plugin replaced it
             terminal = Failed(no_terminal(attempt))
         if isinstance(terminal, Complete):
+            terminal.response.cost_usd = await self.pricer.cost(attempt.provider, terminal.response)
             await hooks.attempt_end(attempt, None)
             self.admission.release(attempt, terminal.response, None)
             await self._complete_trace(attempt, terminal.response)

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from agentcore.inference.calls import Attempt, Wait, WaitReason
     from agentcore.mcpl.jsonrpc import EncodedParams
     from agentcore.model_info import ModelInfo
+    from agentcore.pricing import Pricer
     from agentcore.providers import ProviderFactory
     from agentcore.settings import InferenceSettings, LoadedSettings
     from agentcore.settings_mcpl import BulkSettings
@@ -489,13 +490,10 @@ SettingsT = TypeVar("SettingsT", default=Any)
 
 
 class PluginContext(Generic[SettingsT]):
-    """What a plugin gets at `agentcore_start`, and all it sees of the kernel: its own
-    settings, the ``[inference]`` section, the configured providers, the shutdown state,
-    the ``[fleet]`` store, and ways to emit traces, announce waits and run inferences.
-
-    Generic over the plugin's settings model: a plugin that declares a section annotates
-    ``context: PluginContext[MySettings]`` and reads ``context.settings`` as one (the
-    kernel validated it against that model at load)."""
+    """What a plugin gets at `agentcore_start`, all it sees of the kernel: its settings, the
+    ``[inference]`` section, the providers, the shutdown state, the ``[fleet]`` store, the
+    prices, and ways to emit traces, announce waits and run inferences. Generic over the
+    plugin's settings model: ``PluginContext[MySettings]`` reads ``context.settings`` as one."""
 
     def __init__(
         self,
@@ -515,6 +513,7 @@ class PluginContext(Generic[SettingsT]):
         fleet: Callable[[], FleetStore],
         bulk: BulkSettings | None = None,
         add_claim_kind: Callable[[ClaimKind], None] | None = None,
+        pricer: Pricer | None = None,
     ) -> None:
         self.name = name
         self.settings: SettingsT = settings
@@ -541,6 +540,7 @@ class PluginContext(Generic[SettingsT]):
         """The kernel's ``[mcpl.bulk]`` section (a copy): whether and how a §19 bulk
         content reference a server sends may be fetched (`agentcore.api.BulkFetcher`)."""
         self._add_claim_kind = add_claim_kind
+        self.pricer = pricer  # the kernel's prices (agentcore.pricing): what a call costs
 
     def add_claim_kind(self, kind: ClaimKind) -> None:
         """Add an admission claim kind of this plugin's own (in `agentcore_start`); its name

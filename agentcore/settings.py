@@ -102,6 +102,16 @@ class PluginsSettings(Section):
     """When true, a plugin that fails to import or start stops the host."""
 
 
+class PriceSettings(Section):
+    """``price = { input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }``:
+    USD per million tokens. A cache rate left out is charged at the input rate, never 0."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+
+
 class ModelSettings(Section):
     """``[providers.NAME.models.MODEL]``: what the host tells MCPL servers about a model
     (SPEC §12 `model/info`, and `model` in `context/beforeInference`). Each field left
@@ -115,6 +125,8 @@ class ModelSettings(Section):
     """E.g. ["vision", "tools"]."""
     max_output_tokens: int | None = Field(default=None, ge=1)
     """The most tokens the model writes in one reply: a ceiling on an MCPL `maxTokens`."""
+    price: PriceSettings | None = None
+    """What the model costs, over genai-prices' table (`agentcore.pricing`)."""
     prefill: bool | None = None
     """Whether the model takes a request that ends with an assistant turn (a prefill); None:
     the built-in table's word, else true. XML tool mode leaves the open assistant turn out
@@ -160,6 +172,12 @@ class ProviderSettings(Section):
     described in the system prompt and the model writes calls as XML markup."""
     participants: ParticipantNames = Field(default_factory=lambda: ParticipantNames())
     """``tool_mode = "xml"``: the names the transcript gives the two sides."""
+    prompt_cache: Literal["off", "auto"] = "off"
+    """``auto``: on the wires that need explicit cache breakpoints (anthropic, XML tool
+    mode), mark the system prompt and the last user turn (at most 4 with the host's own).
+    The other kinds cache on their own; for them it changes nothing."""
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"
+    """How long an ``auto`` breakpoint's entry lives: ``5m`` or ``1h`` (priced higher)."""
 
     xml_tool_mode: ClassVar[bool] = False
     """A kind's settings model (below) sets it when the kind reads ``tool_mode = "xml"``."""

@@ -19,6 +19,10 @@
    concurrency and call pattern, through redis-py (hiredis) and through coredis, in the
    same run: what one round trip costs this machine with each client, below which no
    store design gets. Its p99 is `floor_evalsha_p99_ms` (redis-py, the client kept).
+   With the budget claims added (plugin `budget`: a server's and a provider's budget,
+   never reached, the model priced in the settings), the same 200 calls in flight: the
+   admission step still makes one store operation, now with two more claims; the same
+   target holds (issue 26).
 3. Calls a 3-replica fleet sends to a provider during a 2 s hold after one 429: three
    kernels (replicas), one gets the 429, then every replica sends calls through the
    hold. Target with Redis: 0; the memory backend's count (each replica holds alone)
@@ -46,6 +50,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from agentcore_budget import Budget
 from agentcore_provider_hold import ProviderHold
 from agentcore_rate_limit import RateLimit
 
@@ -62,13 +67,23 @@ CONCURRENCY = 200
 HOLD_S = 2.0
 
 
-def settings(folder: Path, backend: str, redis_url: str, prefix: str, name: str) -> Path:
+BUDGETS = (
+    "[providers.fake.models.m1]\nprice = { input = 1.0, output = 1.0 }\n"
+    "[budget.servers.bench]\nmax_usd = 1e12\n[budget.providers.fake]\nmax_usd = 1e12\n"
+)
+"""Two budgets every bench call falls under, never reached (with `--budget` rows)."""
+
+
+def settings(
+    folder: Path, backend: str, redis_url: str, prefix: str, name: str, budget: bool = False
+) -> Path:
     path = folder / f"{name}.toml"
     path.write_text(
         '[providers.fake]\nkind = "scripted"\n'
         f'[fleet]\nbackend = "{backend}"\nredis_url = "{redis_url}"\nkey_prefix = "{prefix}"\n'
         "[provider_hold]\nmax_wait_s = 30\n"
         "[rate_limit.providers.fake]\nmax_in_flight = 100000\nrequests_per_minute = 100000000\n"
+        + (BUDGETS if budget else "")
     )
     return path
 
@@ -77,6 +92,7 @@ def load(path: Path, provider: ScriptedProvider) -> Kernel:
     plugins = {
         "provider-hold": ProviderHold,
         "rate-limit": RateLimit,
+        "budget": Budget,
         "scripted": scripted_kind(provider),
     }
     return Kernel.load(path, environ={}, discover_plugins=False, plugins=plugins)
@@ -130,7 +146,7 @@ async def redis_cpu_s(url: str) -> float:
 async def admission_costs(kernel: Kernel, seconds: float, burst: bool) -> list[float]:
     """Seconds per call (admission and attempt end), `CONCURRENCY` calls in flight: calls
     lasting 0.5-1.5 s back to back, or (`burst`) rounds of calls all admitted at once."""
-    request = Request("fake:m1", [Message.user("hi")])
+    request = Request("fake:m1", [Message.user("hi")], metadata={"serverId": "bench"})
     costs: list[float] = []
     ids = iter(range(10**9))
     deadline = time.monotonic() + seconds
@@ -275,6 +291,12 @@ async def main(seconds: float, as_json: bool) -> int:
                     counted.cpu_s = time.process_time() - cpu
                     stop_counting()
                     counted.redis_cpu_s = await redis_cpu_s(redis.url) - redis_cpu
+        budgeted: dict[str, list[float]] = {}
+        for backend in ("memory", "redis"):
+            path = settings(folder, backend, redis.url, uuid.uuid4().hex, f"b-{backend}", True)
+            async with load(path, ScriptedProvider()) as kernel:
+                await admission_costs(kernel, 0.5, burst=True)
+                budgeted[backend] = await admission_costs(kernel, seconds, False)
         floors = {
             "redis-py": await floor_redis_py(redis.url, seconds),
             "coredis": await floor_coredis(redis.url, seconds),
@@ -306,6 +328,19 @@ async def main(seconds: float, as_json: bool) -> int:
         verdict = "ok" if added[99] <= TARGET_P99_ADDED_MS else "over"
         target = "" if burst else f" (target p99 <= {TARGET_P99_ADDED_MS} ms: {verdict})"
         print(f"    redis adds p50 {added[50]:.3f} ms, p99 {added[99]:.3f} ms{target}")
+    print("  with the budget claims added (a server's and a provider's budget):")
+    b = {k: {q: percentile(v, q) * 1000 for q in (50, 99)} for k, v in budgeted.items()}
+    for backend in ("memory", "redis"):
+        print(
+            f"    {backend:7} p50 {b[backend][50]:8.3f} ms   p99 {b[backend][99]:8.3f} ms"
+            f"   ({len(budgeted[backend])} calls)"
+        )
+    budget_added = b["redis"][99] - b["memory"][99]
+    verdict = "ok" if budget_added <= TARGET_P99_ADDED_MS else "over"
+    print(
+        f"    redis adds p50 {b['redis'][50] - b['memory'][50]:.3f} ms, p99 {budget_added:.3f}"
+        f" ms (target p99 <= {TARGET_P99_ADDED_MS} ms: {verdict})"
+    )
     floor = {c: {q: percentile(v, q) * 1000 for q in (50, 99)} for c, v in floors.items()}
     print("the floor: one bare EVALSHA of the admission script, same concurrency and pattern:")
     for client, values in floors.items():
@@ -330,6 +365,9 @@ async def main(seconds: float, as_json: bool) -> int:
             "floor_evalsha_p99_ms": round(floor["redis-py"][99], 4),
             "floor_coredis_evalsha_p50_ms": round(floor["coredis"][50], 4),
             "floor_coredis_evalsha_p99_ms": round(floor["coredis"][99], 4),
+            "budget_redis_p99_added_ms": round(budget_added, 4),
+            "budget_redis_p99_ms": round(b["redis"][99], 4),
+            "budget_memory_p99_ms": round(b["memory"][99], 4),
             "concurrency": CONCURRENCY,
             "load_average_1m": round(os.getloadavg()[0], 2),
         }

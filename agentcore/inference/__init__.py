@@ -26,9 +26,12 @@ from agentcore.inference.events import (
     UsageUpdate,
 )
 from agentcore.inference.models import (
+    CACHE_TTLS,
     ROLES,
     STOP_REASONS,
     BlockType,
+    CachePoint,
+    CacheTtl,
     ContentBlock,
     HostTurn,
     MediaBlock,
@@ -49,6 +52,7 @@ from agentcore.inference.models import (
 )
 
 __all__ = [
+    "CACHE_TTLS",
     "NO_RESULT_MESSAGE",
     "NO_TERMINAL",
     "PROGRESS_TIMEOUT",
@@ -62,6 +66,8 @@ __all__ = [
     "BlockStart",
     "BlockStop",
     "BlockType",
+    "CachePoint",
+    "CacheTtl",
     "Complete",
     "ContentBlock",
     "ErrorKind",

@@ -8,7 +8,7 @@ missing terminals into one too. Retry and hold policies read `kind`,
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from agentcore.redaction import redact
 
@@ -63,6 +63,7 @@ class InferenceError(Exception):
         retry_after_s: float | None = None,
         provider: str | None = None,
         model: str | None = None,
+        data: dict[str, Any] | None = None,
     ) -> None:
         # Redacted at the source: a provider may echo the key in its error body.
         message = redact(message)
@@ -75,6 +76,9 @@ class InferenceError(Exception):
         self.retry_after_s = retry_after_s
         self.provider = provider
         self.model = model
+        self.data = data
+        """What a policy says of the failure in fields (a budget's scope, spend, limit): the
+        MCPL router sends it as the -32603 error's ``data``."""
 
     def __repr__(self) -> str:
         return (

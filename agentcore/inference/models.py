@@ -151,6 +151,24 @@ class HostTurn:
             raise ValueError(f"turn index must be 0 or more, not {self.turn_index!r}")
 
 
+CacheTtl: TypeAlias = Literal["5m", "1h"]
+CACHE_TTLS: tuple[CacheTtl, ...] = ("5m", "1h")
+
+
+@dataclass(frozen=True, slots=True)
+class CachePoint:
+    """A prompt-cache breakpoint: the provider may cache the prompt up to and including `at`.
+
+    `at` is ``"tools"``, ``"system"`` or the index of a message in `Request.messages`
+    (the breakpoint goes on that message's last block). Wires that need explicit
+    breakpoints (Anthropic, XML tool mode) send them; OpenAI, Responses and Gemini cache
+    on their own and ignore them.
+    """
+
+    at: Literal["tools", "system"] | int
+    ttl: CacheTtl = "5m"
+
+
 @dataclass(slots=True)
 class Request:
     """One inference as the host asks for it.
@@ -170,6 +188,9 @@ class Request:
     tools: list[Tool] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    cache: list[CachePoint] = field(default_factory=list)
+    """Prompt-cache breakpoints the host marks (`CachePoint`); ``[providers.NAME]
+    prompt_cache = "auto"`` adds the system prompt's and the last user turn's."""
     turn: HostTurn | None = None
     """Set when this is one of the host's own turns (`agentcore.inference.turns`): MCPL
     servers granted context hooks and lifecycle take part. None for every other
@@ -178,14 +199,20 @@ class Request:
 
 @dataclass(slots=True)
 class Usage:
-    """Tokens one inference used, as the provider reported them (None: not reported)."""
+    """Tokens one inference used, as the provider reported them (None: not reported).
+
+    `input_tokens` is the whole input, on every wire: the cache's reads and writes are
+    part of it (Anthropic's own ``input_tokens`` leaves them out; its translator adds them
+    back). The uncached part is ``input_tokens - cache_read_tokens - cache_write_tokens``.
+    """
 
     input_tokens: int = 0
+    """Every input token, cached or not."""
     output_tokens: int = 0
     cache_read_tokens: int | None = None
-    """Input tokens served from the provider's prompt cache."""
+    """Of the input, the tokens served from the provider's prompt cache."""
     cache_write_tokens: int | None = None
-    """Input tokens written to the provider's prompt cache."""
+    """Of the input, the tokens written to the provider's prompt cache."""
 
     @property
     def cache_creation_tokens(self) -> int | None:
@@ -222,6 +249,9 @@ class Response:
     model_requested: str
     model_served: str
     provider: str = ""
+    cost_usd: float | None = None
+    """What this reply cost in USD, set by the kernel when it completes (`agentcore.pricing`);
+    None: no price is known for the model (or it was not priced)."""
 
     @property
     def text(self) -> str:

@@ -33,10 +33,12 @@ from agentcore.inference import (
     Token,
     ToolResultBlock,
     ToolUseBlock,
+    Usage,
     UsageUpdate,
 )
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import MID_STREAM, error_from_payload
+from agentcore.providers.prompt_cache import breakpoints, mark_messages_body
 from agentcore.providers.sse import EventTuple
 from agentcore.providers.wire import (
     HttpCall,
@@ -160,9 +162,15 @@ class AnthropicWire(Wire):
         self.headers = {"anthropic-version": API_VERSION, "accept": "application/json"}
         if key:
             self.headers["x-api-key"] = key
+        self.prompt_cache = config.prompt_cache
+        self.cache_ttl = config.prompt_cache_ttl
 
     def call(self, request: Request, model: str, *, stream: bool) -> HttpCall:
-        return HttpCall(PATH, request_body(request, model, stream=stream))
+        body = request_body(request, model, stream=stream)
+        points = breakpoints(request, self.prompt_cache, self.cache_ttl)
+        if points:
+            mark_messages_body(body, points)
+        return HttpCall(PATH, body)
 
     def translator(self, request: Request, model: str) -> AnthropicTranslator:
         return AnthropicTranslator(self.name, model, self.unknown_stop)
@@ -171,7 +179,7 @@ class AnthropicWire(Wire):
 class AnthropicTranslator(Translator):
     """One Messages API reply, streamed or whole."""
 
-    __slots__ = ("stop_reason", "stop_sequence")
+    __slots__ = ("stop_reason", "stop_sequence", "wire_usage")
 
     def __init__(
         self, provider: str, model: str, unknown_stop: UnknownStop = DEFAULT_UNKNOWN_STOP
@@ -179,6 +187,20 @@ class AnthropicTranslator(Translator):
         super().__init__(provider, model, unknown_stop)
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None
+        self.wire_usage = Usage()
+        """The counts in Anthropic's words: its ``input_tokens`` leaves the cached out."""
+
+    def take_usage(self, data: Any) -> None:
+        """Take in a usage object (message_start, message_delta, a whole reply) and restate
+        it: `Usage.input_tokens` is the total, the cache's reads and writes included."""
+        wire = read_usage(data, self.wire_usage, USAGE_FIELDS)
+        usage = self.usage
+        usage.input_tokens = (
+            wire.input_tokens + (wire.cache_read_tokens or 0) + (wire.cache_write_tokens or 0)
+        )
+        usage.output_tokens = wire.output_tokens
+        usage.cache_read_tokens = wire.cache_read_tokens
+        usage.cache_write_tokens = wire.cache_write_tokens
 
     def read(self, events: list[EventTuple], out: list[StreamEvent]) -> None:
         blocks = self.blocks.by_index
@@ -233,7 +255,7 @@ class AnthropicTranslator(Translator):
         elif kind == "message_start":
             message = obj.get("message") or {}
             self.served = message.get("model") or self.served
-            read_usage(message.get("usage"), self.usage, USAGE_FIELDS)
+            self.take_usage(message.get("usage"))
             out.append(UsageUpdate(replace(self.usage)))
         elif kind == "message_delta":
             delta = obj.get("delta") or {}
@@ -242,7 +264,7 @@ class AnthropicTranslator(Translator):
             # The stop reason came: only message_stop may be lost now, the reply is whole.
             self.finished = self.stop_reason is not None
             if "usage" in obj:
-                read_usage(obj["usage"], self.usage, USAGE_FIELDS)
+                self.take_usage(obj["usage"])
                 out.append(UsageUpdate(replace(self.usage)))
         elif kind == "message_stop":
             self.finished = self.done = True
@@ -276,7 +298,7 @@ class AnthropicTranslator(Translator):
                 )
         self.stop_reason, self.stop_sequence = data.get("stop_reason"), data.get("stop_sequence")
         self.served = data.get("model")
-        read_usage(data.get("usage"), self.usage, USAGE_FIELDS)
+        self.take_usage(data.get("usage"))
         return self.response(content, self.stop())
 
 

@@ -21,11 +21,12 @@ from typing import Any
 
 from agentcore.inference import Request, Response, StopInfo, StreamEvent
 from agentcore.model_info import model_prefills
-from agentcore.providers.anthropic import PATH, USAGE_FIELDS, AnthropicTranslator, AnthropicWire
+from agentcore.providers.anthropic import PATH, AnthropicTranslator, AnthropicWire
 from agentcore.providers.driver import HTTPProvider
 from agentcore.providers.errors import error_from_payload
+from agentcore.providers.prompt_cache import breakpoints, mark_xml_body
 from agentcore.providers.sse import EventTuple
-from agentcore.providers.wire import HttpCall, fast_loads, read_usage
+from agentcore.providers.wire import HttpCall, fast_loads
 from agentcore.providers.xml_parser import XmlParser, xml_stop
 from agentcore.providers.xml_transcript import Participants, format_request
 from agentcore.settings import (
@@ -54,6 +55,9 @@ class XmlWire(AnthropicWire):
         body = format_request(
             request, model, stream=stream, participants=self.participants, prefill=prefill
         )
+        points = breakpoints(request, self.prompt_cache, self.cache_ttl)
+        if points:
+            mark_xml_body(body, points, self.participants.assistant)
         return HttpCall(PATH, body)
 
     def translator(self, request: Request, model: str) -> XmlTranslator:
@@ -122,7 +126,7 @@ class XmlTranslator(AnthropicTranslator):
                 self.parser.feed(item.get("text", ""), out)
         self.stop_reason, self.stop_sequence = data.get("stop_reason"), data.get("stop_sequence")
         self.served = data.get("model")
-        read_usage(data.get("usage"), self.usage, USAGE_FIELDS)
+        self.take_usage(data.get("usage"))
         stop = self.closing_stop(out)
         self.blocks.close(out)
         return self.response(self.blocks.content(), stop)

@@ -54,11 +54,12 @@ class Scenario:
 
     Options every scenario takes: ``model`` (the served model; None means the model
     asked for), ``input_tokens`` / ``output_tokens`` (None: 12 in, output counted from
-    the words), ``delay_s`` (before the response starts), ``chunk_delay_s`` (between
-    streamed chunks: a trickle), ``timestamps`` (each streamed text chunk carries
-    ``"agentcore_emitted_at": time.time()`` and the call records each emission
-    time), ``headers`` (extra response headers), ``ping`` (send the wire's
-    keep-alive once inside the stream, where the wire has one).
+    the words; input is the total, cached included), ``cache_read_tokens`` /
+    ``cache_write_tokens`` (the part of it the prompt cache read / wrote), ``delay_s``
+    (before the response starts), ``chunk_delay_s`` (between streamed chunks: a trickle),
+    ``timestamps`` (each streamed text chunk carries ``"agentcore_emitted_at":
+    time.time()`` and the call records each emission time), ``headers`` (extra response
+    headers), ``ping`` (send the wire's keep-alive once inside the stream, where it has one).
     """
 
     kind: ClassVar[str] = "scenario"
@@ -66,6 +67,8 @@ class Scenario:
     model: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
     timestamps: bool = False
@@ -541,10 +544,16 @@ class Play:
 
 @dataclass(frozen=True)
 class Usage:
-    """The token counts a rendering reports."""
+    """The token counts a rendering reports: `input_tokens` is the total, cached included."""
 
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def uncached_input_tokens(self) -> int:  # Anthropic's ``input_tokens``
+        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
 
 
 def usage_of(scenario: Scenario, text: str) -> Usage:
@@ -552,6 +561,8 @@ def usage_of(scenario: Scenario, text: str) -> Usage:
     return Usage(
         scenario.input_tokens if scenario.input_tokens is not None else DEFAULT_INPUT_TOKENS,
         scenario.output_tokens if scenario.output_tokens is not None else count_words(text),
+        scenario.cache_read_tokens,
+        scenario.cache_write_tokens,
     )
 
 

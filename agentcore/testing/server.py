@@ -30,8 +30,8 @@ from agentcore.testing.scenarios import (
 )
 from agentcore.testing.sigv4 import AwsCredentials
 from agentcore.testing.sigv4 import refusal as refusal
+from agentcore.testing.wires import RENDERERS, render
 from agentcore.testing.wires import refusal as wire_refusal
-from agentcore.testing.wires import render
 from agentcore.testing.wires.base import encode_frame
 
 API_KEY_ENV = "LOOPBACK_API_KEY"
@@ -408,10 +408,9 @@ class LoopbackServer:
         call.scenario = scenario
         self.calls.append(call)
         try:
-            if scenario is None:
-                return _refuse(
-                    wire, f"loopback: no scenario scripted for this call ({request.path})"
-                )
+            problem = _problem(scenario, wire, body, request.path)
+            if problem is not None or scenario is None:
+                return _refuse(wire, f"loopback: {problem}")
             try:
                 play = self._render(scenario, call)
             except Unplayable as exc:
@@ -537,6 +536,14 @@ async def _drop(request: web.Request) -> web.StreamResponse:
         transport.close()
     await _forever()
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _problem(scenario: Scenario | None, wire: Wire, body: Any, path: str) -> str | None:
+    """Why the server answers 400 before playing anything: no scenario, or a request the
+    real API refuses (`Renderer.check`)."""
+    if scenario is None:
+        return f"no scenario scripted for this call ({path})"
+    return RENDERERS[wire].check(body)
 
 
 def _refuse(wire: Wire, message: str) -> web.Response:

@@ -188,7 +188,7 @@ def test_a_misspelt_disabled_plugin_is_an_error_in_the_file_and_the_environment(
     (problem,) = refused(agentcore("plugins", "--settings", str(path)))
     assert problem.startswith(
         f"{path}: plugins.disabled: no plugin is named 'retyr' (did you mean 'retry'?); "
-        "the plugins are bedrock, console, jsonl-traces, "
+        "the plugins are bedrock, budget, console, jsonl-traces, "
     )
     done = agentcore("settings", env={"AGENTCORE_DISABLE_PLUGINS": "otel,nonexistent"})
     (problem,) = refused(done)

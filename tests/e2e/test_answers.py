@@ -744,6 +744,10 @@ def check(
                 "model": case.result["model"],
                 "inputTokens": case.result["usage"]["inputTokens"],
                 "outputTokens": case.result["usage"]["outputTokens"],
+                # What each wire says of the cache is tested in tests/providers and test_spend.
+                "cacheReadTokens": traces[-1].get("cacheReadTokens"),
+                "cacheWriteTokens": traces[-1].get("cacheWriteTokens"),
+                "costUsd": None,  # the loopback's models have no price
                 "finishReason": case.result["finishReason"],
                 "serverId": "srv",
                 "requestId": rid,

@@ -68,7 +68,9 @@ def test_infer_finishes_with_a_stuck_observer(
     stuck_env: tuple[dict[str, str], Path],
 ) -> None:
     env, seen = stuck_env
-    settings = loopback_settings({"a": "anthropic"})
+    # Priced: an unpriced model's warning trace would be one more event it cannot take.
+    price = {"models": {"claude-x": {"price": {"input": 1.0, "output": 1.0}}}}
+    settings = loopback_settings({"a": {"kind": "anthropic", **price}})
     loopback_provider.script(Scenario.text("Still answered."), provider="a")
     command = ["infer", "--settings", str(settings), "--model", "a:claude-x", "Hi"]
     done = subprocess.run(

@@ -21,9 +21,9 @@ from kernel_support import Server, collect, reply, server_error, text_of
 from agentcore import hookimpl
 from agentcore.hooks import plugin_manager
 from agentcore.hookspecs import RULES
-from agentcore.inference import Failed, HostTurn, InferenceError, Message, Request
+from agentcore.inference import Failed, HostTurn, InferenceError, Message, PluginError, Request
 from agentcore.inference.calls import Attempt, Retry
-from agentcore.kernel import Kernel, PluginLoadError
+from agentcore.kernel import Kernel, PluginLoadError, as_inference_error
 from agentcore.markers import Failure, Kind, Result, hookspec, rules_of, spec
 from agentcore.mcpl.host import McplHost
 from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest, PushAnswer
@@ -115,6 +115,19 @@ async def _mcpl(make_kernel: MakeKernel, plugin: object, scripted: Any, *, metho
     return None
 
 
+async def _spend(make_kernel: MakeKernel, plugin: object, scripted: Any) -> Outcome:
+    """`agentcore spend`'s call; a plugin's failure is what the command reports."""
+    kernel = make_kernel(plugins={"boom": plugin})
+    async with kernel:
+        try:
+            await kernel.hooks.spend_report()
+        except PluginError as error:
+            return as_inference_error(error)
+        except InferenceError as error:
+            return error
+    return None
+
+
 Scenario = Callable[[MakeKernel, object, Any], Awaitable[Outcome]]
 SCENARIOS: dict[str, Scenario] = {
     "agentcore_settings": _load,
@@ -135,6 +148,7 @@ SCENARIOS: dict[str, Scenario] = {
     "agentcore_mcpl_capabilities": _capabilities,
     "on_mcpl_request": partial(_mcpl, method="acme/echo"),
     "on_push_event": partial(_mcpl, method="push/event"),
+    "on_spend_report": _spend,
 }
 """For each hook, a way to make a real Kernel call it with a plugin registered as ``boom``,
 and what the caller got (each is called ``(make_kernel, plugin, scripted)``)."""

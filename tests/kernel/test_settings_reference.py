@@ -29,6 +29,7 @@ BUNDLED_SECTIONS = {
     "otel",
     "console",
     "rate_limit",
+    "budget",
 }
 
 

@@ -140,6 +140,20 @@ class TestCompletes:
             assert outcome.visible == TEXT
             assert len([e for e in outcome.events if isinstance(e, Token)]) > 1
 
+    async def test_cache_counts(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        """Input is the total on every wire; the cache's reads (and, where the wire says
+        them, writes) come through as the scenario played them."""
+        scenario = Scenario.text(
+            TEXT, input_tokens=100, output_tokens=5, cache_read_tokens=60, cache_write_tokens=30
+        )
+        outcome = await play(loopback_provider, kernel_for, provider, streamed, scenario)
+        usage = response(outcome).usage
+        writes = 30 if provider == "anthropic" else None  # only Anthropic's wire says writes
+        assert (usage.input_tokens, usage.output_tokens) == (100, 5)
+        assert (usage.cache_read_tokens, usage.cache_write_tokens) == (60, writes)
+
     async def test_max_tokens(
         self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
     ) -> None:

@@ -39,6 +39,8 @@ class Seen:
     """The wire's own stop word (Responses: the status, or the incomplete reason)."""
     model: str | None = None
     usage: tuple[int, int] | None = None
+    cache: tuple[int | None, int | None] | None = None
+    """The cache's reads and writes, as the SDK's usage type reads them."""
     tools: list[tuple[str, str, Any]] = field(default_factory=list)
     error: str | None = None
     """The SDK's exception: its class name and text."""
@@ -86,6 +88,10 @@ def read_anthropic(server: LoopbackServer, streamed: bool, read_s: float = 2.0) 
             seen.tools.append((block.id, block.name, block.input))
     seen.stop, seen.model = message.stop_reason, message.model
     seen.usage = (message.usage.input_tokens, message.usage.output_tokens)
+    seen.cache = (
+        message.usage.cache_read_input_tokens,
+        message.usage.cache_creation_input_tokens,
+    )
     return seen
 
 
@@ -103,6 +109,7 @@ def read_openai(server: LoopbackServer, streamed: bool, read_s: float = 2.0) -> 
                     seen.model = chunk.model
                     if chunk.usage is not None:
                         seen.usage = (chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                        seen.cache = _openai_cached(chunk.usage)
                     for choice in chunk.choices:
                         delta = choice.delta
                         if delta.content:
@@ -131,7 +138,13 @@ def read_openai(server: LoopbackServer, streamed: bool, read_s: float = 2.0) -> 
     seen.stop, seen.model = choice.finish_reason, completion.model
     assert completion.usage is not None
     seen.usage = (completion.usage.prompt_tokens, completion.usage.completion_tokens)
+    seen.cache = _openai_cached(completion.usage)
     return seen
+
+
+def _openai_cached(usage: Any) -> tuple[int | None, None]:
+    details = usage.prompt_tokens_details
+    return (details.cached_tokens if details is not None else None, None)
 
 
 def _add_call_piece(calls: dict[int, list[str]], call: Any) -> None:
@@ -184,6 +197,7 @@ def read_responses(server: LoopbackServer, streamed: bool, read_s: float = 2.0) 
     seen.model = response.model
     if response.usage is not None:
         seen.usage = (response.usage.input_tokens, response.usage.output_tokens)
+        seen.cache = (response.usage.input_tokens_details.cached_tokens, None)
     return seen
 
 
@@ -217,6 +231,7 @@ def read_gemini(server: LoopbackServer, streamed: bool, read_s: float = 2.0) -> 
         if chunk.usage_metadata is not None and chunk.usage_metadata.candidates_token_count:
             meta = chunk.usage_metadata
             seen.usage = (meta.prompt_token_count or 0, meta.candidates_token_count or 0)
+            seen.cache = (meta.cached_content_token_count, None)
         for candidate in chunk.candidates or []:
             if candidate.finish_reason is not None:
                 seen.stop = candidate.finish_reason.value
@@ -297,6 +312,28 @@ def test_reply_text_stop_usage_and_model(
     )
     if streamed:
         assert "".join(seen.deltas) == TEXT and len(seen.deltas) > 1
+
+
+# What each SDK reads for 100 input tokens of which 60 were read from the cache and 30
+# written to it: Anthropic's input_tokens leave both out; the others count the total and
+# have no word for writes.
+CACHED_USAGE = {
+    "anthropic": ((10, 5), (60, 30)),
+    "openai": ((100, 5), (60, None)),
+    "openai-responses": ((100, 5), (60, None)),
+    "gemini": ((100, 5), (60, None)),
+}
+
+
+@modes
+@wires
+def test_cache_token_counts(loopback_provider: LoopbackServer, wire: str, streamed: bool) -> None:
+    scenario = Scenario.text(
+        TEXT, input_tokens=100, output_tokens=5, cache_read_tokens=60, cache_write_tokens=30
+    )
+    seen = play(loopback_provider, wire, streamed, scenario)
+    assert seen.error is None, seen.error
+    assert (seen.usage, seen.cache) == CACHED_USAGE[wire]
 
 
 @modes

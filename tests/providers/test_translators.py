@@ -46,7 +46,7 @@ def test_anthropic_tool_use_recorded_at_every_split() -> None:
         ]
         assert (response.stop.reason, response.stop.raw) == ("tool_use", "tool_use")
         assert response.model_served == "claude-sonnet-4-5-20250929"
-        assert response.usage == Usage(472, 89, cache_read_tokens=128, cache_write_tokens=0)
+        assert response.usage == Usage(600, 89, cache_read_tokens=128, cache_write_tokens=0)
         assert visible(events) == "Okay, let me check the weather in Z\u00fcrich."
         assert BlockStart(2, "tool_use", "get_weather", "toolu_01T1x1fJ34qAmk2tNTrN7Up6") in events
         stops = [e.index for e in events if isinstance(e, BlockStop)]

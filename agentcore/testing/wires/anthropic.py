@@ -54,11 +54,12 @@ class AnthropicRenderer(Renderer):
         """The kind of the content block open now."""
 
     def _usage(self, output: int) -> dict[str, int]:
+        """Anthropic's ``input_tokens`` leaves out what the cache read or wrote."""
         return {
-            "input_tokens": self.usage.input_tokens,
+            "input_tokens": self.usage.uncached_input_tokens,
             "output_tokens": output,
-            "cache_read_input_tokens": 0,
-            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": self.usage.cache_read_tokens,
+            "cache_creation_input_tokens": self.usage.cache_write_tokens,
         }
 
     def _message(self) -> dict[str, Any]:
@@ -130,7 +131,7 @@ class AnthropicRenderer(Renderer):
                 {
                     "type": "message_delta",
                     "delta": delta,
-                    "usage": {"output_tokens": self.usage.output_tokens},
+                    "usage": self._usage(self.usage.output_tokens),
                 },
             ),
             ("message_stop", {"type": "message_stop"}),
@@ -192,9 +193,48 @@ class AnthropicRenderer(Renderer):
         )
 
     @staticmethod
+    def check(request: Any) -> str | None:
+        """What the Messages API would refuse in the request's ``cache_control`` marks: more
+        than 4, one on an empty text or a thinking block, an unknown TTL, or a longer TTL
+        after a shorter one (prompt order: tools, system, messages)."""
+        return cache_control_problem(request) if isinstance(request, dict) else None
+
+    @staticmethod
     def last_user_text(request: Any) -> str:
         return last_chat_text(request.get("messages") if isinstance(request, dict) else None)
 
     @staticmethod
     def refusal(message: str) -> Any:
         return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+def _blocks(request: dict[str, Any]) -> list[Any]:
+    """Every block that may carry ``cache_control``, in prompt order."""
+    blocks: list[Any] = list(request.get("tools") or [])
+    system = request.get("system")
+    if isinstance(system, list):
+        blocks += system
+    for message in request.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks += content
+    return [b for b in blocks if isinstance(b, dict)]
+
+
+def cache_control_problem(request: dict[str, Any]) -> str | None:
+    marked = [b for b in _blocks(request) if "cache_control" in b]
+    if len(marked) > 4:
+        return f"A maximum of 4 blocks with cache_control may be provided. Found {len(marked)}."
+    shortest = "1h"
+    for block in marked:
+        if block.get("type") in ("thinking", "redacted_thinking"):
+            return "Thinking blocks cannot be cached directly (cache_control on a thinking block)"
+        if block.get("type") == "text" and not block.get("text"):
+            return "cache_control cannot be set for empty text blocks"
+        ttl = (block["cache_control"] or {}).get("ttl", "5m")
+        if ttl not in ("5m", "1h"):
+            return f"cache_control.ttl: Input should be '5m' or '1h' (got {ttl!r})"
+        if ttl == "1h" and shortest == "5m":
+            return "a ttl='1h' cache_control block must not come after a ttl='5m' one"
+        shortest = ttl
+    return None

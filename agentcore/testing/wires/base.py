@@ -44,6 +44,11 @@ class Renderer:
         self.headers: dict[str, str] = {}
         """Headers a rendering adds to its reply (an error's name, where a wire says it so)."""
 
+    @staticmethod
+    def check(request: Any) -> str | None:
+        """What the real API would refuse in `request` (the server answers 400 with it)."""
+        return None
+
     # -- the stream ------------------------------------------------------------------------
 
     def open(self) -> list[Frame]:

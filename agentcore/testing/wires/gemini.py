@@ -83,13 +83,20 @@ class GeminiRenderer(Renderer):
         return {"content": {"parts": list(parts), "role": "model"}}
 
     def _usage(self, final: bool) -> dict[str, int]:
-        """Every chunk counts the prompt; the last one counts the candidates too."""
+        """Every chunk counts the prompt (cached part included); the last one counts the
+        candidates too."""
         prompt = self.usage.input_tokens
+        cached = (
+            {"cachedContentTokenCount": self.usage.cache_read_tokens}
+            if self.usage.cache_read_tokens
+            else {}
+        )
         if not final:
-            return {"promptTokenCount": prompt, "totalTokenCount": prompt}
+            return {"promptTokenCount": prompt, **cached, "totalTokenCount": prompt}
         out = self.usage.output_tokens
         return {
             "promptTokenCount": prompt,
+            **cached,
             "candidatesTokenCount": out,
             "totalTokenCount": prompt + out,
         }

@@ -52,7 +52,7 @@ class OpenAIRenderer(Renderer):
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": self.usage.cache_read_tokens},
         }
 
     def _finish_reason(self, reply: Reply) -> str | None:

@@ -52,7 +52,7 @@ class ResponsesRenderer(Renderer):
         used = self.usage
         return {
             "input_tokens": used.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": used.cache_read_tokens},
             "output_tokens": used.output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": used.input_tokens + used.output_tokens,

@@ -65,6 +65,7 @@ def test_a_hold_is_shown_until_its_release() -> None:
             "inFlight": 1,
             "completed": 0,
             "failed": 0,
+            "costUsd": 0.0,
             "slots": None,
         }
     ]
@@ -97,6 +98,28 @@ def test_a_hold_is_shown_until_its_release() -> None:
     assert snap["holds"] == [] and snap["waiting"] == [] and snap["inferences"] == []
     assert snap["providers"][0]["completed"] == 1 and snap["providers"][0]["inFlight"] == 0
     assert (snap["totals"]["inputTokens"], snap["totals"]["outputTokens"]) == (3, 4)
+    assert (snap["totals"]["costUsd"], snap["totals"]["unpriced"]) == (0.0, 1)  # no costUsd
+
+
+def test_spend_is_summed_per_provider_and_in_total() -> None:
+    state = HostState()
+    for n, cost in enumerate((0.25, None, 0.5)):
+        inference = f"inf_{n}"
+        feed(state, "inference:start", at=n, inferenceId=inference, model="a:m", provider="a")
+        feed(
+            state,
+            "inference:complete",
+            at=n + 1,
+            inferenceId=inference,
+            model="a:m",
+            inputTokens=1,
+            outputTokens=1,
+            costUsd=cost,
+            finishReason="end_turn",
+        )
+    snap = state.snapshot()
+    assert (snap["totals"]["costUsd"], snap["totals"]["unpriced"]) == (0.75, 1)
+    assert snap["providers"][0]["costUsd"] == 0.75
 
 
 def test_servers_their_grant_and_requests_in_flight() -> None:

@@ -167,6 +167,45 @@ async def test_token_and_duration_metrics(
     assert "error.type" not in dict(duration.attributes)
 
 
+async def test_cache_tokens_on_the_span_and_cost_counted(
+    otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
+) -> None:
+    """A model genai-prices knows: its cost (cache reads and writes at their own rates) on
+    the span and summed by the cost counter; an unpriced model adds nothing to it."""
+    import genai_prices
+
+    provider.script(
+        Scenario.text(
+            "one",
+            input_tokens=1000,
+            output_tokens=50,
+            cache_read_tokens=600,
+            cache_write_tokens=300,
+        ),
+        Scenario.text("two", input_tokens=10, output_tokens=2),
+        provider="a",
+    )
+    async with otel_kernel() as kernel:
+        priced = await kernel.complete(request("a:claude-sonnet-4-5"))
+        unpriced = await kernel.complete(request())
+    usage = genai_prices.Usage(
+        input_tokens=1000, output_tokens=50, cache_read_tokens=600, cache_write_tokens=300
+    )
+    expected = float(
+        genai_prices.calc_price(usage, "claude-sonnet-4-5", provider_id="anthropic").total_price
+    )
+    assert (priced.cost_usd, unpriced.cost_usd) == (expected, None)
+    [span] = exported.named("chat claude-sonnet-4-5")
+    attributes = dict(span.attributes or {})
+    assert attributes["gen_ai.usage.input_tokens"] == 1000
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 600
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 300
+    assert attributes["agentcore.cost.usd"] == expected
+    assert "agentcore.cost.usd" not in dict(exported.named("chat claude-otel")[0].attributes or {})
+    [cost] = exported.points("agentcore.inference.cost")
+    assert cost.value == expected
+
+
 async def test_a_call_refused_before_any_provider_call_is_counted(
     otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
 ) -> None:

@@ -50,7 +50,10 @@ class HostState:
             "failed": 0,
             "inputTokens": 0,
             "outputTokens": 0,
+            "costUsd": 0.0,
+            "unpriced": 0,
         }
+        """``costUsd`` sums the priced completions; ``unpriced`` counts those with no price."""
         self._completions: deque[int] = deque(maxlen=MAX_RECENT_COMPLETIONS)
         self._handlers: dict[str, Callable[[TraceEvent], None]] = {
             "inference:start": self._start,
@@ -88,6 +91,7 @@ class HostState:
                 "inFlight": 0,
                 "completed": 0,
                 "failed": 0,
+                "costUsd": 0.0,
                 "slots": None,
             }
             self.providers[name] = provider
@@ -124,11 +128,18 @@ class HostState:
     def _complete(self, event: TraceEvent) -> None:
         f = event.fields
         inference = self._end(event)
+        given = f.get("costUsd")
+        priced = isinstance(given, int | float)
+        cost = float(given) if isinstance(given, int | float) else 0.0
         if inference is not None:
-            self._provider(str(inference["provider"]))["completed"] += 1
+            provider = self._provider(str(inference["provider"]))
+            provider["completed"] += 1
+            provider["costUsd"] += cost
         self.totals["completed"] += 1
         self.totals["inputTokens"] += int(f.get("inputTokens") or 0)
         self.totals["outputTokens"] += int(f.get("outputTokens") or 0)
+        self.totals["costUsd"] += cost
+        self.totals["unpriced"] += 0 if priced else 1
         self._completions.append(event.timestamp)
 
     def _fail(self, event: TraceEvent) -> None:

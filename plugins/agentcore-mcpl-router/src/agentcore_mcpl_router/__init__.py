@@ -61,6 +61,7 @@ from agentcore.api import (
     hookimpl,
     result_object,
     sampling_range,
+    spend_fields,
 )
 
 DEFAULT_MAX_TOKENS = 1024
@@ -315,8 +316,7 @@ class McplRouter:
         await self._emit(
             "mcpl:inference_complete",
             model=result["model"],
-            inputTokens=response.usage.input_tokens,
-            outputTokens=response.usage.output_tokens,
+            **spend_fields(response),
             finishReason=response.stop.reason,
             **trace,
         )
@@ -376,7 +376,7 @@ class McplRouter:
                 raise McplError(INTERNAL_ERROR, SHUTDOWN_MESSAGE) from None
             message = failure_message(error)
             await self._emit("mcpl:inference_fail", model=model, error=message, **trace)
-            raise McplError(INTERNAL_ERROR, message) from None
+            raise McplError(INTERNAL_ERROR, message, error.data) from None
         except asyncio.CancelledError:
             # Not answered: the connection answers a shutdown, and a request the server
             # cancelled gets no answer at all (MCP's base protocol).

@@ -56,6 +56,9 @@ RESPONSE_MODEL = "gen_ai.response.model"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+CACHE_WRITE_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+COST_USD = "agentcore.cost.usd"
 CONVERSATION_ID = "gen_ai.conversation.id"
 TOKEN_TYPE = "gen_ai.token.type"
 INPUT_MESSAGES = "gen_ai.input.messages"
@@ -173,6 +176,11 @@ class Recorder:
             "agentcore.provider.holds",
             unit="{hold}",
             description="Provider holds set or lengthened after a rate limit or overload.",
+        )
+        self._cost = meter.create_counter(
+            "agentcore.inference.cost",
+            unit="USD",
+            description="What completed inferences cost (priced ones only: costUsd not null).",
         )
         self._refused = meter.create_counter(
             "agentcore.requests.refused",
@@ -388,6 +396,7 @@ class Recorder:
                 ATTEMPTS: attempts,
             }
         )
+        cost = _spend(span, f)
         attributes = dict(flight.metric_attributes)
         if served:
             span.set_attribute(RESPONSE_MODEL, str(served))
@@ -398,6 +407,8 @@ class Recorder:
         self._token_usage.record(input_tokens, {**attributes, TOKEN_TYPE: "input"})
         self._token_usage.record(output_tokens, {**attributes, TOKEN_TYPE: "output"})
         self._duration.record((event.timestamp - flight.started_ms) / 1000, attributes)
+        if cost is not None:
+            self._cost.add(cost, attributes)
 
     def _fail(self, event: TraceEvent) -> None:
         f = event.fields
@@ -470,3 +481,19 @@ def output_content(response: Response) -> str:
 
 
 __all__ = ["VENDORS", "Recorder", "output_content", "request_content"]
+
+
+def _spend(span: Any, fields: Mapping[str, Any]) -> float | None:
+    """The GenAI cache-token attributes (each part of the input tokens) and the cost, on
+    the span; the cost is returned for the counter (None: unpriced)."""
+    for attribute, key in (
+        (CACHE_READ_TOKENS, "cacheReadTokens"),
+        (CACHE_WRITE_TOKENS, "cacheWriteTokens"),
+    ):
+        if isinstance(fields.get(key), int):
+            span.set_attribute(attribute, fields[key])
+    cost = fields.get("costUsd")
+    if isinstance(cost, int | float):
+        span.set_attribute(COST_USD, float(cost))
+        return float(cost)
+    return None

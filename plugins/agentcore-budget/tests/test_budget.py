@@ -1,0 +1,159 @@
+"""The budget in kernels with no other policy, on the memory store and a real Redis
+(several kernels on one Redis prefix are replicas of one fleet): a call is refused before
+any provider traffic when its worst case does not fit; spend settles to the real cost;
+a new window admits again; unpriced models per `on_unpriced`; many replicas never spend
+past a budget together."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from agentcore_budget import BUDGET_EXCEEDED, REFUSED_TRACE, input_bound
+
+from agentcore.api import InferenceError, Message, Request, Response, StopInfo, TextBlock, Usage
+from agentcore.testing import Kernel, ScriptedProvider, TraceRecorder
+
+Load = Callable[..., Kernel]
+USAGE = Usage(10, 100)
+COST = (10 * 10.0 + 100 * 10.0) / 1_000_000
+"""What each call costs: 10 in and 100 out at $10 per million."""
+
+
+def req(server: str | None = "s1", model: str = "m1", max_tokens: int = 100) -> Request:
+    metadata = {"serverId": server} if server else {}
+    reference = model if ":" in model else f"fake:{model}"
+    return Request(reference, [Message.user("hi")], max_tokens=max_tokens, metadata=metadata)
+
+
+WORST = (input_bound(req()) * 10.0 + 100 * 10.0) / 1_000_000
+"""The worst case each call reserves: every input byte a token, max_tokens out."""
+
+
+@pytest.fixture(autouse=True)
+def priced_reply(scripted_provider: ScriptedProvider) -> None:
+    scripted_provider.default = Response(
+        [TextBlock("hello")], StopInfo("end_turn", "end_turn"), USAGE, "m1", "m1"
+    )
+
+
+async def settled(kernel: Kernel) -> None:
+    """Wait for the grants given back to reach the store (each release is a task of its
+    own, riding with the store's next operation)."""
+    while kernel.admission._releases:
+        await asyncio.wait(set(kernel.admission._releases))
+
+
+async def complete(kernel: Kernel, request: Request) -> Response:
+    response = await kernel.complete(request)
+    await settled(kernel)
+    return response
+
+
+async def refused(kernel: Kernel, request: Request) -> InferenceError:
+    with pytest.raises(InferenceError) as caught:
+        await kernel.complete(request)
+    assert caught.value.code == BUDGET_EXCEEDED
+    return caught.value
+
+
+async def test_the_call_that_would_cross_the_budget_is_refused_before_the_provider(
+    load: Load, scripted_provider: ScriptedProvider, trace_recorder: TraceRecorder
+) -> None:
+    """Room for 3 worst cases: 3 calls pass (each settling to its real cost, less than
+    reserved), and then only as many more as the settled spend leaves room for."""
+    max_usd = 3 * WORST + WORST / 2
+    async with load(f"[budget.servers.s1]\nmax_usd = {max_usd!r}") as kernel:
+        costs = []
+        while True:
+            try:
+                costs.append((await complete(kernel, req())).cost_usd)
+            except InferenceError as error:
+                assert error.code == BUDGET_EXCEEDED
+                last = error
+                break
+        calls = len(scripted_provider.calls)
+        again = await refused(kernel, req())
+        assert len(scripted_provider.calls) == calls  # the provider never saw them
+        other = await complete(kernel, req("s2"))  # another server has no budget
+    assert costs == [COST] * len(costs) and len(costs) >= 3
+    assert sum(costs) + WORST > max_usd >= sum(costs)
+    assert other.cost_usd == COST
+    assert last.data is not None and again.data is not None
+    assert last.data["reason"] == "budget" and last.data["scope"] == "server:s1"
+    assert last.data["maxUsd"] == max_usd
+    assert last.data["spentUsd"] == pytest.approx(sum(costs))
+    assert last.data["resetsAt"] == "2026-12-07T00:00:00Z"
+    assert "Budget server:s1" in str(last) and "2026-12-07T00:00:00Z" in str(last)
+    traces = trace_recorder.of(REFUSED_TRACE)
+    assert [(t["scope"], t["reason"]) for t in traces] == [("server:s1", "budget")] * 2
+
+
+async def test_a_new_window_admits_again(load: Load, clock: Any) -> None:
+    async with load(f'window = "hour"\n[budget.providers.fake]\nmax_usd = {WORST * 1.5!r}') as k:
+        await complete(k, req(None))
+        error = await refused(k, req(None))
+        assert error.data is not None and error.data["resetsAt"] == "2026-12-06T13:00:00Z"
+        assert error.data["scope"] == "provider:fake"
+        clock.now += 3600  # the next hour
+        assert (await complete(k, req(None))).cost_usd == COST
+
+
+@pytest.mark.parametrize("backend", ["memory"])
+@pytest.mark.parametrize("on_unpriced", ["refuse", "allow"])
+async def test_an_unpriced_model_under_a_budget(
+    load: Load, scripted_provider: ScriptedProvider, on_unpriced: str
+) -> None:
+    settings = f'on_unpriced = "{on_unpriced}"\n[budget.servers.s1]\nmax_usd = 1.0'
+    extra = '[providers.paid]\nkind = "scripted-paid"\n'  # not free, and no price known
+    async with load(settings, extra) as kernel:
+        if on_unpriced == "refuse":
+            error = await refused(kernel, req(model="paid:no-such-model-x"))
+            assert error.data is not None and error.data["unpriced"] == "paid:no-such-model-x"
+            assert "on_unpriced" in str(error)
+            assert scripted_provider.calls == []
+        else:
+            response = await kernel.complete(req(model="paid:no-such-model-x"))
+            assert (response.text, response.cost_usd) == ("hello", None)
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+async def test_three_replicas_and_200_concurrent_calls_never_spend_past_a_budget(
+    load: Load, scripted_provider: ScriptedProvider
+) -> None:
+    """Three kernels on one Redis, 200 calls at once from three servers: every budget's
+    real spend stays within its limit, and the calls past it are refused."""
+    scripted_provider.latency_s = 0.01
+    limits = {"s0": 10 * WORST, "s1": 25 * WORST, "s2": 1000 * WORST}
+    provider_limit = 60 * WORST
+    budget = "".join(f"[budget.servers.{s}]\nmax_usd = {v!r}\n" for s, v in limits.items())
+    budget += f"[budget.providers.fake]\nmax_usd = {provider_limit!r}\n"
+    replicas = [load(budget) for _ in range(3)]
+    for kernel in replicas:
+        await kernel.start()
+    rng = random.Random(26)
+    servers = [f"s{rng.randrange(3)}" for _ in range(200)]
+
+    async def one(n: int, server: str) -> tuple[str, float | None]:
+        try:
+            response = await replicas[n % 3].complete(req(server))
+        except InferenceError as error:
+            assert error.code == BUDGET_EXCEEDED
+            return server, None
+        return server, response.cost_usd
+
+    try:
+        results = await asyncio.gather(*(one(n, s) for n, s in enumerate(servers)))
+    finally:
+        for kernel in replicas:
+            await kernel.stop()
+    spent = {s: sum(c or 0.0 for name, c in results if name == s) for s in limits}
+    for server, limit in limits.items():
+        assert spent[server] <= limit, (server, spent[server], limit)
+    assert sum(spent.values()) <= provider_limit
+    refusals = [s for s, c in results if c is None]
+    assert len(refusals) > 0 and len(refusals) < 200
+    assert len(scripted_provider.calls) == 200 - len(refusals)

@@ -270,6 +270,10 @@ class MemoryFleetStore:
             elif claim.kind != WINDOW:
                 self._kind(claim).renew(self._call(claim, holder))
 
+    async def read_books(self, kind: str, key: str, fields: Sequence[str]) -> list[str | None]:
+        books = self._kind_state.get((kind, key), {})
+        return [None if books.get(name) is None else str(books[name]) for name in fields]
+
     # -- wake-ups and lifecycle ------------------------------------------------------
 
     def changed(self, key: str) -> asyncio.Event:

@@ -180,6 +180,10 @@ redis.call('PUBLISH', ARGV[2], 'slot')
 return 1
 """
 
+_BOOKS_READ = """
+return redis.call('HMGET', KEYS[1], unpack(ARGV))
+"""
+
 _Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]"]
 """A script to run, its keys and arguments, and where its reply goes."""
 
@@ -227,6 +231,7 @@ class RedisFleetStore:
         self._take = register(_TAKE)
         self._slot_renew = register(_SLOT_RENEW)
         self._slot_release = register(_SLOT_RELEASE)
+        self._books_read = register(_BOOKS_READ)
         self._kinds: dict[str, ClaimKind] = {}
         self._admit = register(admit_script.compose(()))
         self.holds = HoldView()
@@ -484,6 +489,14 @@ class RedisFleetStore:
     def _ensure_listener(self) -> None:
         if self._listener is None and not self._closed:
             self._listener = asyncio.create_task(self._listen(), name="fleet store wake-ups")
+
+    async def read_books(self, kind: str, key: str, fields: Sequence[str]) -> list[str | None]:
+        if not fields:
+            return []
+        reply = await self._run(self._books_read, [self._key(kind, key)], list(fields))
+        return [
+            None if v is None else v.decode() if isinstance(v, bytes) else str(v) for v in reply
+        ]
 
     def changed(self, key: str) -> asyncio.Event:
         self._ensure_listener()

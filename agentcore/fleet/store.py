@@ -143,6 +143,13 @@ class FleetStore(Protocol):
         kind's `renew`), in one operation."""
         ...
 
+    async def read_books(self, kind: str, key: str, fields: Sequence[str]) -> list[str | None]:
+        """A claim kind's books for `key`, read without admitting anything (what `agentcore
+        spend` reports): in memory the kind's state for `key`, on Redis the hash
+        ``{PREFIX}:KIND:KEY`` (a kind keeps its books there by naming its first `redis_keys`
+        family after itself). One value per field, as text; None where it is not set."""
+        ...
+
     # -- wake-ups and lifecycle ------------------------------------------------------
 
     def changed(self, key: str) -> asyncio.Event:

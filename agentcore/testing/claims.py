@@ -17,6 +17,7 @@ from agentcore.api import (
     AttemptEnd,
     Claim,
     ClaimCall,
+    FleetStore,
     PluginContext,
     Scalar,
     hookimpl,
@@ -78,13 +79,9 @@ class Quota:
         """Nothing leased."""
 
 
-async def used(store: object, key: str) -> float:
+async def used(store: FleetStore, key: str) -> float:
     """The units in use under `key` (memory or Redis store), for assertions."""
-    state = getattr(store, "_kind_state", None)
-    if state is not None:
-        return float(state.get((QUOTA, key), {}).get("used", 0.0))
-    client = store._client  # type: ignore[attr-defined]
-    value = await client.hget(store._key("quota", key), "used")  # type: ignore[attr-defined]
+    [value] = await store.read_books(QUOTA, key, ("used",))
     return float(value or 0.0)
 
 

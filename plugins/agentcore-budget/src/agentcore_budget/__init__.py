@@ -35,6 +35,7 @@ from agentcore.api import (
     AttemptEnd,
     Claim,
     ClaimRefusal,
+    FleetStore,
     InferenceError,
     PluginContext,
     Pricer,
@@ -253,7 +254,7 @@ class Budget:
             return None
         return await self.report(self._context.fleet)
 
-    async def report(self, store: object) -> dict[str, Any]:
+    async def report(self, store: FleetStore) -> dict[str, Any]:
         """Spend in the current window of every configured budget, read from `store`."""
         window = self.settings.window
         window_id, start, end = window_of(window, self.clock())

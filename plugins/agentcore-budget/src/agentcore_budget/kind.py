@@ -13,7 +13,7 @@ added to ``spent``. The same steps twice, in Python (memory store) and Lua (Redi
 
 from __future__ import annotations
 
-from agentcore.api import ClaimCall, Scalar
+from agentcore.api import ClaimCall, FleetStore, Scalar
 
 BUDGET = "budget"
 KEEP_AFTER_WINDOW_MS = 86_400_000
@@ -82,13 +82,8 @@ class BudgetKind:
         """Nothing leased: a reservation lasts until its attempt ends."""
 
 
-async def spent(store: object, key: str) -> tuple[float, float]:
-    """(spent, reserved) under `key` in the memory or the Redis store: what `agentcore
-    spend` reports. Reads the store's own books (no admission operation)."""
-    state = getattr(store, "_kind_state", None)
-    if state is not None:
-        books = state.get((BUDGET, key), {})
-        return float(books.get("spent", 0.0)), float(books.get("reserved", 0.0))
-    client = store._client  # type: ignore[attr-defined]
-    values = await client.hmget(store._key(BUDGET, key), "spent", "reserved")  # type: ignore[attr-defined]
-    return float(values[0] or 0.0), float(values[1] or 0.0)
+async def spent(store: FleetStore, key: str) -> tuple[float, float]:
+    """(spent, reserved) under `key`, from the store's books (no admission operation):
+    what `agentcore spend` reports."""
+    spent_usd, reserved_usd = await store.read_books(BUDGET, key, ("spent", "reserved"))
+    return float(spent_usd or 0.0), float(reserved_usd or 0.0)

@@ -72,8 +72,10 @@ class _Known:
 # Published context windows and output limits (without beta headers); capabilities only
 # where the maker documents them.
 BUILTIN_MODELS: Mapping[str, _Known] = {
-    # Anthropic
+    # Anthropic. The Claude 4.6 models answer 400 to a prefill (an assistant turn last),
+    # per Anthropic's "What's new in Claude 4.6" and its migration guide.
     "claude-opus-4-6": _Known("anthropic", 200_000, VISION_TOOLS, 128_000, prefill=False),
+    "claude-sonnet-4-6": _Known("anthropic", 200_000, VISION_TOOLS, 64_000, prefill=False),
     "claude-opus-4-5": _Known("anthropic", 200_000, VISION_TOOLS, 64_000),
     "claude-opus-4-1": _Known("anthropic", 200_000, VISION_TOOLS, 32_000),
     "claude-opus-4": _Known("anthropic", 200_000, VISION_TOOLS, 32_000),

@@ -56,6 +56,7 @@ def test_an_open_assistant_turn_is_refused_saying_why(last: list[Message]) -> No
 def test_the_capability_comes_from_settings_then_the_built_in_table() -> None:
     assert model_prefills("claude-opus-4-6") is False
     assert model_prefills("us.anthropic.claude-opus-4-6-v1:0") is False
+    assert model_prefills("claude-sonnet-4-6") is False
     assert model_prefills("claude-sonnet-4-5-20250929") is True
     assert model_prefills("some-unknown-model") is True
     assert model_prefills("claude-opus-4-6", ModelSettings(prefill=True)) is True

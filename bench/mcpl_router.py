@@ -29,8 +29,9 @@ RSS each stream adds ((peak - idle) / N), and its CPU time per chunk and share o
 then agentcore's p99, CPU per chunk and RSS per stream as ratios to the relay's (targets:
 CPU 1.1x, RSS per stream 1.5x, idle RSS at most 40 MB, printed with the floor of the
 libraries serve starts with, `library_floor_mb`), and, between consecutive sizes, the RSS
-per stream from the peaks' difference, free of what a run loads once (`serve` imports
-aiohttp at its first provider call). The server's bound on requests in
+per stream from the peaks' difference and the CPU per chunk from the runs' difference,
+both free of what a run loads once (`serve` imports aiohttp at its first provider call).
+The server's bound on requests in
 flight (`max_requests_in_flight`) is set to N: the bench sends them all at once. Every
 request must be answered with a result and exactly its chunks, in order, by either host.
 Each N runs `--rounds` times, the hosts taking turns to go first, and each host's medians
@@ -597,6 +598,25 @@ def marginal(by_size: dict[int, dict[str, dict[str, Any]]]) -> None:
         if len(kb) == 2 and kb["relay"] > 0:
             text += f"; ratio {kb['agentcore'] / kb['relay']:.2f}x (target 1.5x)"
         print(f"RSS per stream from N={small} to N={large} (peaks' difference): {text}")
+        marginal_cpu(by_size[small], by_size[large])
+
+
+def marginal_cpu(small: dict[str, dict[str, Any]], large: dict[str, dict[str, Any]]) -> None:
+    """CPU per chunk between two sizes, the runs' CPU difference over their chunks'
+    difference: what one more chunk costs, without what a run pays once (serve imports
+    aiohttp and builds its TLS contexts at its first provider call). Printed beside, not
+    instead of, each size's own CPU per chunk."""
+    us: dict[str, float] = {}
+    for host in ("agentcore", "relay"):
+        if host in small and host in large and large[host]["chunks"] > small[host]["chunks"]:
+            spent = [r["cpu_us_per_chunk"] * r["chunks"] for r in (small[host], large[host])]
+            us[host] = (spent[1] - spent[0]) / (large[host]["chunks"] - small[host]["chunks"])
+    if not us:
+        return
+    text = ", ".join(f"{host} {value:.0f} µs" for host, value in us.items())
+    if len(us) == 2 and us["relay"] > 0:
+        text += f"; ratio {us['agentcore'] / us['relay']:.2f}x (target 1.1x)"
+    print(f"CPU per chunk between the sizes (runs' difference): {text}")
 
 
 def main() -> int:

@@ -101,10 +101,23 @@ def error_object(exc: BaseException) -> dict[str, Any]:
     return {"code": INTERNAL_ERROR, "message": str(exc) or type(exc).__name__}
 
 
-dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-"""A frame's JSON. ASCII-only output: a lone surrogate from the other side's JSON can
-be echoed back without making the frame unencodable; NaN is not JSON. One encoder for
-every frame: `json.dumps` with options builds a new one per call."""
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE_ASCII: Any = getattr(json.encoder, "c_encode_basestring_ascii", None)
+
+
+def dumps(value: Any) -> str:
+    """A frame's JSON. ASCII-only output: a lone surrogate from the other side's JSON can
+    be echoed back without making the frame unencodable; NaN is not JSON.
+
+    One encoder's settings for every frame (`json.dumps` with options builds a new encoder
+    per call), fed to the C encoder directly: `JSONEncoder.encode` would go through two
+    Python calls first (0.5 µs of a chunk frame's 2.2). Same text, same errors (a fresh
+    ``markers`` dict per call keeps the circular-reference check)."""
+    if _MAKE_ENCODER is None or _ENCODE_ASCII is None:  # no C accelerator: the plain way
+        return _ENCODER.encode(value)
+    encode = _MAKE_ENCODER({}, _ENCODER.default, _ENCODE_ASCII, None, ":", ",", False, False, False)
+    return "".join(encode(value, 0))
 
 
 @dataclass(frozen=True, slots=True)

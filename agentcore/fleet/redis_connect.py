@@ -217,6 +217,33 @@ def _cluster(settings: FleetSettings) -> RedisConnection:
     return RedisConnection(client, f"redis cluster seeded by {where}{tls}")
 
 
+async def send_packed(pool: Any, scripts: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
+    """One Redis (plain or sentinel): EVALSHA of each (sha, keys, args), packed into one
+    write on one pooled connection, the replies read in order (a script's error in its
+    place). redis-py's pipeline does the same through a command stack, response callbacks
+    and checks per command these scripts never need: most of the store's client CPU, as
+    measured by bench/fleet.py."""
+    connection = await pool.get_connection()
+    try:
+        packed = connection.pack_commands(
+            ("EVALSHA", sha, len(keys), *keys, *args) for sha, keys, args in scripts
+        )
+        await connection.send_packed_command(packed, check_health=False)
+        results: list[Any] = []
+        for _ in scripts:
+            try:
+                results.append(await connection.read_response())
+            except ResponseError as exc:  # that script's error: the others' replies follow
+                results.append(exc)
+        return results
+    except BaseException:
+        # Replies may still be on their way: the connection serves no other batch.
+        await connection.disconnect(nowait=True)
+        raise
+    finally:
+        await pool.release(connection)
+
+
 def explain(exc: BaseException) -> str:
     """Why Redis could not be used, in words that point at the setting to look at; the
     error's own text follows (`redact` runs over it where it leaves the process)."""
@@ -264,4 +291,5 @@ __all__ = [
     "connect_url",
     "describe_url",
     "explain",
+    "send_packed",
 ]

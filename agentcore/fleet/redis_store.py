@@ -1,8 +1,9 @@
 """The fleet store on Redis (``[fleet] backend = "redis"``): redis-py's asyncio client, one
 connection pool per kernel, each operation one Lua script (atomic). The scripts that
-concurrent calls start in the same turn of the event loop go to Redis together, as one
-pipeline: one round trip for a burst of admissions, not one each (most of a round trip's
-cost is redis-py's and the socket's, per command and per send, not Redis's).
+concurrent calls start in the same turn of the event loop go to Redis together, packed in
+one write on one connection (`redis_connect.send_packed`): one round trip for a burst of
+admissions, not one each (most of a round trip's cost is the client's and the socket's,
+per command and per send, not Redis's).
 
 Keys, under ``[fleet] key_prefix`` as a hash tag (P = ``{PREFIX}``, `_key`, so one
 script's keys share one Redis Cluster slot): ``P:hold:KEY`` (a hash: until, since, reason,
@@ -44,7 +45,7 @@ from agentcore.fleet.claims import (
     Scalar,
 )
 from agentcore.fleet.hold_view import HoldView
-from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain
+from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain, send_packed
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
 from agentcore.settings import FleetSettings
@@ -219,6 +220,9 @@ class RedisFleetStore:
         self.on_store_error: StoreErrorPolicy = on_store_error
         self._prefix = key_prefix
         self._client = url.client
+        self._pool: Any = getattr(url.client, "connection_pool", None)
+        """One Redis (plain or sentinel): batches go straight to a pooled connection; None
+        for a cluster (its client routes each script)."""
         self._follow = url.follow
         self._follower: asyncio.Task[None] | None = None
         """Sentinel: follows failovers (`redis_connect.SentinelFollower`), from the first op."""
@@ -292,15 +296,19 @@ class RedisFleetStore:
             await self._execute(batch)
 
     async def _execute(self, batch: list[_Call]) -> None:
-        """One script: one EVALSHA. More: one pipeline (not a transaction: each script is
-        atomic by itself), one round trip. A script Redis does not know yet (it restarted)
-        is loaded and run again by redis-py's `AsyncScript`."""
+        """The batch's scripts, one EVALSHA each, in one round trip (not a transaction: each
+        script is atomic by itself). A script Redis does not know yet (it restarted) is
+        loaded and run again by redis-py's `AsyncScript`."""
         self.sends += 1
         try:
-            if len(batch) == 1:
+            if self._pool is not None:
+                results = await send_packed(
+                    self._pool, [(script.sha, keys, args) for script, keys, args, _ in batch]
+                )
+            elif len(batch) == 1:
                 script, keys, args, _ = batch[0]
-                results: list[Any] = [await script(keys=keys, args=args)]
-            else:
+                results = [await script(keys=keys, args=args)]
+            else:  # a cluster: its pipeline routes each script to its slot's node
                 pipe = self._client.pipeline(transaction=False)
                 for script, keys, args, _ in batch:
                     pipe.evalsha(script.sha, len(keys), *keys, *args)

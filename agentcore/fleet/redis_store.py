@@ -45,7 +45,13 @@ from agentcore.fleet.claims import (
     Scalar,
 )
 from agentcore.fleet.hold_view import HoldView
-from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain, send_packed
+from agentcore.fleet.redis_connect import (
+    RedisConnection,
+    connect_url,
+    explain,
+    pack_evalsha,
+    send_packed,
+)
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
 from agentcore.settings import FleetSettings
@@ -185,8 +191,9 @@ _BOOKS_READ = """
 return redis.call('HMGET', KEYS[1], unpack(ARGV))
 """
 
-_Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]"]
-"""A script to run, its keys and arguments, and where its reply goes."""
+_Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]", bytes]
+"""A script to run, its keys and arguments, where its reply goes, and its EVALSHA as sent
+(empty on a cluster, whose client packs it)."""
 
 
 def _ms(seconds: float) -> int:
@@ -273,8 +280,10 @@ class RedisFleetStore:
             task = asyncio.create_task(self._send(), name="fleet store round trip")
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
+        # Packed here, so an argument Redis cannot take fails its own caller, not the batch.
+        packed = b"" if self._pool is None else pack_evalsha(script.sha, keys, args)
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._batch.append((script, keys, args, reply))
+        self._batch.append((script, keys, args, reply, packed))
         try:
             result = await reply
         except UNREACHABLE as exc:
@@ -302,23 +311,21 @@ class RedisFleetStore:
         self.sends += 1
         try:
             if self._pool is not None:
-                results = await send_packed(
-                    self._pool, [(script.sha, keys, args) for script, keys, args, _ in batch]
-                )
+                results = await send_packed(self._pool, [call[4] for call in batch])
             elif len(batch) == 1:
-                script, keys, args, _ = batch[0]
+                script, keys, args, *_ = batch[0]
                 results = [await script(keys=keys, args=args)]
             else:  # a cluster: its pipeline routes each script to its slot's node
                 pipe = self._client.pipeline(transaction=False)
-                for script, keys, args, _ in batch:
+                for script, keys, args, *_ in batch:
                     pipe.evalsha(script.sha, len(keys), *keys, *args)
                 results = await pipe.execute(raise_on_error=False)
         except Exception as exc:  # unreachable (every script failed), or a bug: say so to all
-            for *_, reply in batch:
+            for *_, reply, _ in batch:
                 if not reply.done():
                     reply.set_exception(exc)
             return
-        for (script, keys, args, reply), result in zip(batch, results, strict=True):
+        for (script, keys, args, reply, _), result in zip(batch, results, strict=True):
             if isinstance(result, NoScriptError):
                 try:
                     result = await script(keys=keys, args=args)

@@ -79,7 +79,10 @@ SLOTS_LUA = """{
     return 0
   end,
   release = function(c)
-    if redis.call('ZREM', c.keys[1], c.holder) == 1 then c.wake() end
+    -- Only a set that was full can have refused a waiter: a release below the limit
+    -- publishes nothing (a wake-up costs every replica a message; waiters also poll).
+    local full = redis.call('ZCARD', c.keys[1]) >= tonumber(c.args[1])
+    if redis.call('ZREM', c.keys[1], c.holder) == 1 and full then c.wake() end
   end,
   renew = function(c)
     local lease_end = c.now + tonumber(c.args[2])

@@ -1,8 +1,9 @@
 """The fleet store on Redis (``[fleet] backend = "redis"``): redis-py's asyncio client, one
 connection pool per kernel, each operation one Lua script (atomic). The scripts that
-concurrent calls start in the same turn of the event loop go to Redis together, as one
-pipeline: one round trip for a burst of admissions, not one each (most of a round trip's
-cost is redis-py's and the socket's, per command and per send, not Redis's).
+concurrent calls start in the same turn of the event loop go to Redis together, packed in
+one write on one connection (`redis_connect.send_packed`): one round trip for a burst of
+admissions, not one each (most of a round trip's cost is the client's and the socket's,
+per command and per send, not Redis's).
 
 Keys, under ``[fleet] key_prefix`` as a hash tag (P = ``{PREFIX}``, `_key`, so one
 script's keys share one Redis Cluster slot): ``P:hold:KEY`` (a hash: until, since, reason,
@@ -44,7 +45,13 @@ from agentcore.fleet.claims import (
     Scalar,
 )
 from agentcore.fleet.hold_view import HoldView
-from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain
+from agentcore.fleet.redis_connect import (
+    RedisConnection,
+    connect_url,
+    explain,
+    pack_evalsha,
+    send_packed,
+)
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
 from agentcore.settings import FleetSettings
@@ -184,8 +191,9 @@ _BOOKS_READ = """
 return redis.call('HMGET', KEYS[1], unpack(ARGV))
 """
 
-_Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]"]
-"""A script to run, its keys and arguments, and where its reply goes."""
+_Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]", bytes]
+"""A script to run, its keys and arguments, where its reply goes, and its EVALSHA as sent
+(empty on a cluster, whose client packs it)."""
 
 
 def _ms(seconds: float) -> int:
@@ -219,6 +227,9 @@ class RedisFleetStore:
         self.on_store_error: StoreErrorPolicy = on_store_error
         self._prefix = key_prefix
         self._client = url.client
+        self._pool: Any = getattr(url.client, "connection_pool", None)
+        """One Redis (plain or sentinel): batches go straight to a pooled connection; None
+        for a cluster (its client routes each script)."""
         self._follow = url.follow
         self._follower: asyncio.Task[None] | None = None
         """Sentinel: follows failovers (`redis_connect.SentinelFollower`), from the first op."""
@@ -269,8 +280,10 @@ class RedisFleetStore:
             task = asyncio.create_task(self._send(), name="fleet store round trip")
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
+        # Packed here, so an argument Redis cannot take fails its own caller, not the batch.
+        packed = b"" if self._pool is None else pack_evalsha(script.sha, keys, args)
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._batch.append((script, keys, args, reply))
+        self._batch.append((script, keys, args, reply, packed))
         try:
             result = await reply
         except UNREACHABLE as exc:
@@ -292,25 +305,27 @@ class RedisFleetStore:
             await self._execute(batch)
 
     async def _execute(self, batch: list[_Call]) -> None:
-        """One script: one EVALSHA. More: one pipeline (not a transaction: each script is
-        atomic by itself), one round trip. A script Redis does not know yet (it restarted)
-        is loaded and run again by redis-py's `AsyncScript`."""
+        """The batch's scripts, one EVALSHA each, in one round trip (not a transaction: each
+        script is atomic by itself). A script Redis does not know yet (it restarted) is
+        loaded and run again by redis-py's `AsyncScript`."""
         self.sends += 1
         try:
-            if len(batch) == 1:
-                script, keys, args, _ = batch[0]
-                results: list[Any] = [await script(keys=keys, args=args)]
-            else:
+            if self._pool is not None:
+                results = await send_packed(self._pool, [call[4] for call in batch])
+            elif len(batch) == 1:
+                script, keys, args, *_ = batch[0]
+                results = [await script(keys=keys, args=args)]
+            else:  # a cluster: its pipeline routes each script to its slot's node
                 pipe = self._client.pipeline(transaction=False)
-                for script, keys, args, _ in batch:
+                for script, keys, args, *_ in batch:
                     pipe.evalsha(script.sha, len(keys), *keys, *args)
                 results = await pipe.execute(raise_on_error=False)
         except Exception as exc:  # unreachable (every script failed), or a bug: say so to all
-            for *_, reply in batch:
+            for *_, reply, _ in batch:
                 if not reply.done():
                     reply.set_exception(exc)
             return
-        for (script, keys, args, reply), result in zip(batch, results, strict=True):
+        for (script, keys, args, reply, _), result in zip(batch, results, strict=True):
             if isinstance(result, NoScriptError):
                 try:
                     result = await script(keys=keys, args=args)

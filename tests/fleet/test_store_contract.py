@@ -514,6 +514,28 @@ async def test_a_release_wakes_waiters_on_the_claims_key(
     assert await wakes(watcher, "server:s", lambda: actor.release(quota, "a", [(1.0,)]))
 
 
+async def test_only_a_release_from_a_full_slot_set_publishes(redis_server: RedisServer) -> None:
+    """Redis: a wake-up costs every replica a message, so a slot given back below the limit
+    (nobody can be waiting for it) publishes nothing; one given back from a full set wakes."""
+    from agentcore.fleet.redis_store import RedisFleetStore
+
+    prefix = f"quiet-{uuid.uuid4().hex[:8]}"
+    actor, watcher = (RedisFleetStore(redis_server.url, key_prefix=prefix) for _ in range(2))
+    try:
+        await subscribed(watcher)
+        assert await actor.admit([slots_claim(2)], "a") == [0]
+        event = watcher.changed("p")
+        await actor.release([slots_claim(2)], "a")
+        await actor.admit([slots_claim(2)], "b")  # a later op: the release's reply came first
+        await asyncio.sleep(0.1)
+        assert not event.is_set()
+        assert await actor.admit([slots_claim(2)], "c") == [0]  # b and c: the set is full
+        assert await wakes(watcher, "p", lambda: actor.release([slots_claim(2)], "c"))
+    finally:
+        await actor.aclose()
+        await watcher.aclose()
+
+
 async def test_every_key_of_a_claim_set_is_in_one_cluster_slot(redis_server: RedisServer) -> None:
     """A budget's claims span a server and a provider scope: with the ``{key_prefix}`` hash
     tag every key the script touches hashes to one Redis Cluster slot."""

@@ -121,6 +121,9 @@ class RateLimit:
         self._context: PluginContext[RateLimitSettings] | None = None
         self._slots: dict[tuple[str, int], str] = {}
         """The slots this replica holds, by (inference id, attempt number): the provider."""
+        self._in_use: dict[str, int] = {}
+        """Slots held per provider (`_slots` counted as it changes: each trace would
+        otherwise count every call in flight)."""
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -206,12 +209,15 @@ class RateLimit:
     # -- slots held (this replica's books, for the traces) -----------------------------
 
     def _taken(self, held: tuple[str, int], provider: str) -> None:
-        self._slots[held] = provider
+        if held not in self._slots:
+            self._slots[held] = provider
+            self._in_use[provider] = self._in_use.get(provider, 0) + 1
         self._trace_slots("taken", provider, *held)
 
     def _given_back(self, held: tuple[str, int]) -> None:
         provider = self._slots.pop(held, None)
         if provider is not None:
+            self._in_use[provider] -= 1
             self._trace_slots("released", provider, *held)
 
     def _trace_slots(
@@ -223,7 +229,7 @@ class RateLimit:
         fields = SlotsPayload(
             change=change,
             provider=provider,
-            inUse=sum(1 for held in self._slots.values() if held == provider),
+            inUse=self._in_use.get(provider, 0),
             maxInFlight=None if limit is None else limit.max_in_flight,
             scope="replica",
             inferenceId=inference_id,

@@ -91,6 +91,12 @@ def window_of(window: Window, now: float) -> tuple[str, datetime, datetime]:
     return start.strftime("%Y-%m"), start, end
 
 
+RATE_PROBE = 1_000_000
+"""Tokens at which a model's per-token rates are read (past every published price tier)."""
+MAX_RATES = 1024
+"""Models' rates kept at once; a new window or model beyond it starts the table afresh."""
+
+
 def input_bound(request: Request) -> int:
     """An upper bound on the request's input tokens: its bytes, and some per message."""
     size = len((request.system or "").encode()) + PER_MESSAGE_TOKENS
@@ -132,6 +138,8 @@ class Budget:
         self.settings = BudgetSettings()
         self._context: PluginContext[BudgetSettings] | None = None
         self._pricer: Pricer | None = None
+        self._rates: dict[tuple[str, str, str], tuple[float, float] | None] = {}
+        """(provider, model, window id) -> USD per input token and per output token."""
 
     @hookimpl
     def agentcore_settings(self) -> SettingsSection:
@@ -164,11 +172,8 @@ class Budget:
         pricer = self._pricer
         if pricer.needs_table(attempt.provider, attempt.model):
             await pricer.load()
-        request = attempt.inference.request
-        worst = pricer.worst_case(
-            attempt.provider, attempt.model, input_bound(request), request.max_tokens
-        )
         window_id, _, end = window_of(self.settings.window, self.clock())
+        worst = self._worst_case(pricer, attempt, window_id)
         if worst is None:
             if self.settings.on_unpriced == "allow":
                 worst = 0.0
@@ -188,6 +193,27 @@ class Budget:
                 )
             )
         return claims
+
+    def _worst_case(self, pricer: Pricer, attempt: Attempt, window_id: str) -> float | None:
+        """The most `attempt` could cost (None: unpriced), from per-token rates priced once
+        per model and window: pricing on every call costs ~0.1 ms each time through
+        genai-prices. The rates are taken at `RATE_PROBE` tokens, a tiered price's dearest
+        tier, so the product stays an upper bound."""
+        key = (attempt.provider, attempt.model, window_id)
+        if key not in self._rates:
+            if len(self._rates) >= MAX_RATES:
+                self._rates.clear()
+            top_in = pricer.worst_case(attempt.provider, attempt.model, RATE_PROBE, 0)
+            top = pricer.worst_case(attempt.provider, attempt.model, RATE_PROBE, RATE_PROBE)
+            rates = None
+            if top_in is not None and top is not None:
+                rates = (top_in / RATE_PROBE, (top - top_in) / RATE_PROBE)
+            self._rates[key] = rates
+        rates = self._rates[key]
+        if rates is None:
+            return None
+        request = attempt.inference.request
+        return input_bound(request) * rates[0] + request.max_tokens * rates[1]
 
     def _refused(
         self, attempt: Attempt, scope: Scope, end: datetime, refusal: ClaimRefusal, _waited: float

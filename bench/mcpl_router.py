@@ -477,6 +477,8 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
         report = os.path.join(args.tracemalloc, f"serve-{n}.txt")
         traced = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traced_serve.py")
         command = [sys.executable, traced, report, *serve]
+    if command_for := getattr(args, "command_for", None):  # bench/mcpl_instructions.py
+        command = command_for(host, n, command)
     name = "agentcore serve" if host == "agentcore" else "the relay"
     env = {**os.environ, "AGENTCORE_LOG_LEVEL": os.environ.get("AGENTCORE_LOG_LEVEL", "WARNING")}
     log = open(os.path.join(directory, f"{host}-{n}.log"), "wb")  # noqa: SIM115
@@ -504,7 +506,8 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
         cpu_end = cpu_s(process.pid)
         rss = max(rss, rss_kb(process.pid))
         process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=120 if args.tracemalloc else 15)  # it writes its report
+        slow = args.tracemalloc or getattr(args, "command_for", None)  # a report at exit
+        code = process.wait(timeout=120 if slow else 15)
     finally:
         if process.poll() is None:
             process.kill()

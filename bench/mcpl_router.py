@@ -460,6 +460,7 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
                     }
                 },
                 "routing": {"default": "lb:claude-bench"},
+                "request_deadline_s": args.timeout,  # valgrind runs are slow (mcpl_instructions)
             },
         },
     )

@@ -73,6 +73,9 @@ class Pricer:
         `emit_now`: the ``inference:unpriced`` warning trace)."""
         self.warned: set[str] = set()
         self._genai: Any = None
+        self._not_in_table: set[tuple[str, str]] = set()
+        """(provider, model) pairs the table has no price for: not searched again (a miss
+        walks the whole table, ~0.1 ms, on every call of such a model)."""
 
     def _override(self, provider: str, model: str) -> PriceSettings | None:
         config = self.providers.get(provider)
@@ -103,7 +106,9 @@ class Pricer:
         if config is not None and config.kind in FREE_KINDS:
             return Decimal(0)
         for model in dict.fromkeys(models):
-            found = self._table_cost(config, model, usage, when)
+            if (provider, model) in self._not_in_table:
+                continue
+            found = self._table_cost(provider, config, model, usage, when)
             if found is not None:
                 return found
         key = f"{provider}:{models[0]}"
@@ -121,7 +126,12 @@ class Pricer:
         return None
 
     def _table_cost(
-        self, config: ProviderSettings | None, model: str, usage: Usage, when: datetime | None
+        self,
+        provider: str,
+        config: ProviderSettings | None,
+        model: str,
+        usage: Usage,
+        when: datetime | None,
     ) -> Decimal | None:
         if self._genai is None:
             self._genai = _import_genai_prices()
@@ -143,6 +153,7 @@ class Pricer:
                 asked, model, genai_request_timestamp=when or datetime.now(UTC), **where
             )
         except LookupError:
+            self._not_in_table.add((provider, model))
             return None
         except Exception:  # the table's own trouble never fails an inference: unpriced
             logger.opt(exception=True).debug("genai-prices could not price {}", model)

@@ -138,7 +138,9 @@ def main() -> int:
                 run = mcpl_router.run_size(args, host, cli.n, provider, tmp)
                 if run["problems"]:
                     raise SystemExit(f"{host}: {run['problems'][0]}")
-                counts[host][chunks] = instructions(f"{tmp}/{host}.cg")
+                report = f"{tmp}/{host}-{chunks}.cg"  # kept with BENCH_KEEP, for callgrind_annotate
+                os.replace(f"{tmp}/{host}.cg", report)
+                counts[host][chunks] = instructions(report)
                 print(
                     f"  {host:>9} {chunks:>3} chunks: {counts[host][chunks] / 1e9:8.3f} G "
                     f"instructions, {run['chunks_per_s']:6.0f} chunks/s, "

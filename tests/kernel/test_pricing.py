@@ -67,6 +67,24 @@ async def test_unpriced_is_none_with_one_warning_per_model() -> None:
     assert await pricer.cost("e", reply(Usage(10, 10), "anything")) == 0.0  # echo: free
 
 
+async def test_a_model_the_table_lacks_is_searched_for_once(monkeypatch: Any) -> None:
+    """A miss walks the whole table: an unpriced model's later calls skip it."""
+    searched: list[str] = []
+    real = genai_prices.calc_price
+
+    def calc_price(usage: Any, model: str, **where: Any) -> Any:
+        searched.append(model)
+        return real(usage, model, **where)
+
+    monkeypatch.setattr(genai_prices, "calc_price", calc_price)
+    pricer = Pricer(providers())
+    for _ in range(3):
+        assert await pricer.cost("a", reply(Usage(10, 10), "no-such-model")) is None
+        assert await pricer.cost("a", reply(Usage(10, 10), "claude-sonnet-4-5")) is not None
+    assert searched.count("no-such-model") == 1
+    assert searched.count("claude-sonnet-4-5") == 3  # a price may change with the time
+
+
 def test_the_worst_case_is_every_input_token_at_its_dearest_rate() -> None:
     pricer = Pricer(providers(m={"price": PRICE}))
     worst = pricer.worst_case("a", "m", 1000, 50)

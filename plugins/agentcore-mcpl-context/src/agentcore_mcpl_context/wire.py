@@ -22,14 +22,13 @@ import binascii
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from agentcore.api import (
     POSITIONS,
     BulkReference,
     ConnectionClosed,
     EncodedParams,
-    Fetched,
     InjectedBlock,
     Injection,
     McplError,
@@ -46,6 +45,9 @@ from agentcore.api import (
     withheld_block,
 )
 from agentcore_mcpl_context.events import Pending
+
+if TYPE_CHECKING:
+    from agentcore.api import Fetched  # the bulk fetcher loads at its first use
 
 BEFORE_INFERENCE = "context/beforeInference"
 LIFECYCLE = "inference/lifecycle"

@@ -2,9 +2,10 @@
 
 A claim's key is the scope and its window (``server:mem:day:2026-12-06``), so a new window
 is a new key and starts from nothing. Args: (max USD, the worst case reserved, the
-window's end in ms: Redis keeps the key a day past it). Each key holds what calls that
-ended have spent (``spent``) and what calls in flight have reserved (``reserved``, and
-each holder's share). A claim passes only if spent + reserved + its worst case fits the
+window's end in ms: Redis keeps the key a day past it). Each key's books hold what calls
+that ended have spent (``spent``) and what calls in flight have reserved (``reserved``);
+beside them, who holds a reservation (on Redis a set of its own, `HELD`; in memory
+``held``, holder -> amount). A claim passes only if spent + reserved + its worst case fits the
 limit; it is refused at once otherwise (no wait: a budget frees up only when its window
 ends). Given back, a claim settles: its reservation goes, its real cost (the settlement,
 0 when the attempt failed or its model is unpriced under ``on_unpriced = "allow"``) is
@@ -16,6 +17,9 @@ from __future__ import annotations
 from agentcore.api import ClaimCall, FleetStore, Scalar
 
 BUDGET = "budget"
+HELD = "budget-held"
+"""The Redis key family of each window's holders (a set): kept apart from the books,
+whose hash stays two fields long, so no step scans one entry per call in flight."""
 KEEP_AFTER_WINDOW_MS = 86_400_000
 """How long Redis keeps a window's key after the window ended (`agentcore spend` of a
 window just ended still reads it)."""
@@ -25,33 +29,46 @@ class BudgetKind:
     """The ``budget`` claim kind (`agentcore.api.ClaimKind`)."""
 
     name = BUDGET
-    redis_keys = (BUDGET,)
+    redis_keys = (BUDGET, HELD)
     lease_s = None
     lua = (
         """{
+      -- c.keys[1]: the books (spent, reserved), c.keys[2]: the holders' set.
       check = function(c)
-        local spent = tonumber(redis.call('HGET', c.keys[1], 'spent') or '0')
-        local reserved = tonumber(redis.call('HGET', c.keys[1], 'reserved') or '0')
-        if spent + reserved + tonumber(c.args[2]) > tonumber(c.args[1]) then
-          return {-1, 'budget', tostring(spent + reserved)}
+        local v = redis.call('HMGET', c.keys[1], 'spent', 'reserved')
+        local used = tonumber(v[1] or '0') + tonumber(v[2] or '0')
+        if used + tonumber(c.args[2]) > tonumber(c.args[1]) then
+          return {-1, 'budget', tostring(used)}
         end
+        c.new = not v[2]  -- the window's first take makes its books: set their expiry once
         return nil
       end,
       take = function(c)
         redis.call('HINCRBYFLOAT', c.keys[1], 'reserved', c.args[2])
-        redis.call('HSET', c.keys[1], 'h:' .. c.holder, c.args[2])
-        redis.call('PEXPIREAT', c.keys[1], tonumber(c.args[3]) + """
+        if c.new then redis.call('PEXPIREAT', c.keys[1], c.args[3] + """
+        + str(KEEP_AFTER_WINDOW_MS)
+        + """) end
+        local first = redis.call('SADD', c.keys[2], c.holder) == 1
+        if first and redis.call('SCARD', c.keys[2]) == 1 then  -- made (again): expire it
+          redis.call('PEXPIREAT', c.keys[2], c.args[3] + """
         + str(KEEP_AFTER_WINDOW_MS)
         + """)
+        end
         return 0
       end,
       release = function(c)
-        local reserved = redis.call('HGET', c.keys[1], 'h:' .. c.holder)
-        if not reserved then return end
-        redis.call('HDEL', c.keys[1], 'h:' .. c.holder)
-        redis.call('HINCRBYFLOAT', c.keys[1], 'reserved', -tonumber(reserved))
-        redis.call('HINCRBYFLOAT', c.keys[1], 'spent', tonumber(c.settle[1] or '0'))
-        c.wake()
+        -- Only a holder gives back (a grant given back twice, or never granted, takes
+        -- nothing); what it reserved is its claim's amount, as sent (negated as text).
+        if redis.call('SREM', c.keys[2], c.holder) == 0 then return end
+        redis.call('HINCRBYFLOAT', c.keys[1], 'reserved', '-' .. c.args[2])
+        local real = c.settle[1]
+        if real and tonumber(real) ~= 0 then
+          redis.call('HINCRBYFLOAT', c.keys[1], 'spent', real)
+        end
+        -- No call waits on a budget (a refusal fails at once): a release frees nobody.
+        -- But each replica keeps its "changed" event of a key until a wake-up for it
+        -- comes, so the release that leaves no holder (a window's last) sends one.
+        if redis.call('SCARD', c.keys[2]) == 0 then c.wake() end
       end,
     }"""
     )
@@ -70,13 +87,14 @@ class BudgetKind:
         return 0
 
     def release(self, call: ClaimCall) -> bool:
-        reserved = call.state.get("held", {}).pop(call.holder, None)
+        held = call.state.get("held", {})
+        reserved = held.pop(call.holder, None)
         if reserved is None:
             return False
         call.state["reserved"] = float(call.state.get("reserved", 0.0)) - reserved
         real = float(call.settle[0]) if call.settle else 0.0
         call.state["spent"] = float(call.state.get("spent", 0.0)) + real
-        return True
+        return not held  # as in Lua: the last holder's release wakes (see `lua`)
 
     def renew(self, call: ClaimCall) -> None:
         """Nothing leased: a reservation lasts until its attempt ends."""

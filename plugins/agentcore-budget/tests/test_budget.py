@@ -20,11 +20,16 @@ from agentcore.api import (
     Claim,
     ClaimRefusal,
     InferenceError,
+    MediaBlock,
     Message,
     Request,
     Response,
     StopInfo,
     TextBlock,
+    ThinkingBlock,
+    Tool,
+    ToolResultBlock,
+    ToolUseBlock,
     Usage,
 )
 from agentcore.testing import Kernel, ScriptedProvider, TraceRecorder
@@ -220,3 +225,24 @@ def _expiries(kernel: Kernel, redis_server: RedisServer, key: str) -> Callable[[
             await client.aclose()
 
     return read
+
+
+def test_the_input_bound_counts_every_byte_of_every_block() -> None:
+    """Every string counts its UTF-8 bytes (not its characters), a tool call's input and a
+    tool's schema their JSON, in every kind of block: none is under-counted, and the
+    framing added stays small."""
+    text = "naïve café, 東京 " * 40
+    utf8 = len(text.encode())
+    assert utf8 > len(text)
+    data = "iVBORw0KGgo" * 20
+    blocks = [
+        TextBlock(text),
+        ThinkingBlock(text, "sig"),
+        ToolUseBlock("t1", "lookup", {"q": text}),
+        ToolResultBlock("t1", text),
+        MediaBlock("image/png", data),
+    ]
+    tool = Tool("lookup", text, {"type": "object", "description": text})
+    request = Request("fake:m1", [Message("user", blocks)], system=text, tools=[tool])
+    at_least = 7 * utf8 + len("sig") + len(data)  # system, 4 blocks, the tool twice
+    assert at_least <= input_bound(request) <= at_least + 400

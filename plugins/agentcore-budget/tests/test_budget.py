@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from agentcore_budget import BUDGET, BUDGET_EXCEEDED, REFUSED_TRACE, BudgetKind, input_bound
-from agentcore_budget.kind import KEEP_AFTER_WINDOW_MS, spent
+from agentcore_budget.kind import KEEP_AFTER_WINDOW_MS, nano_usd, spent
 
 from agentcore.api import (
     Claim,
@@ -186,7 +186,7 @@ async def test_a_reservation_goes_back_once_and_only_from_its_holder(
     window). On Redis both keys of a window expire a day after it, the holders' set
     again when a take makes it anew."""
     end_ms = 1_796_601_600_000  # 2026-12-07T00:00:00Z
-    claim = Claim(BUDGET, "server:s1:day:2026-12-06", (0.6, 0.25, end_ms))
+    claim = Claim(BUDGET, "server:s1:day:2026-12-06", (0.6, 250_000_000, end_ms))
     async with load("[budget.servers.s1]\nmax_usd = 1.0") as kernel:
         store = kernel.fleet
         store.register_kinds([BudgetKind()])
@@ -246,3 +246,8 @@ def test_the_input_bound_counts_every_byte_of_every_block() -> None:
     request = Request("fake:m1", [Message("user", blocks)], system=text, tools=[tool])
     at_least = 7 * utf8 + len("sig") + len(data)  # system, 4 blocks, the tool twice
     assert at_least <= input_bound(request) <= at_least + 400
+
+
+def test_a_reservation_is_whole_nano_usd_never_below_the_worst_case() -> None:
+    assert [nano_usd(x) for x in (0.0, 1e-12, 0.25, 1e-9 * 3.5)] == [0, 1, 250_000_000, 4]
+    assert all(nano_usd(x) / 1e9 >= x for x in (0.1, 0.3, 1 / 3, 123.456789123, 7e-7))

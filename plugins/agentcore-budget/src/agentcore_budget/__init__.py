@@ -47,7 +47,7 @@ from agentcore.api import (
     TextBlock,
     hookimpl,
 )
-from agentcore_budget.kind import BUDGET, BudgetKind, spent
+from agentcore_budget.kind import BUDGET, NANO, BudgetKind, nano_usd, spent
 
 REFUSED_TRACE = "budget:refused"
 BUDGET_EXCEEDED = "budget_exceeded"
@@ -237,11 +237,12 @@ class Budget:
                 worst = 0.0
             else:
                 raise self._unpriced(attempt, scoped[0][0], window.end)
+        reserved = nano_usd(worst)
         return [
             Claim(
                 BUDGET,
                 key,
-                (scope.limit.max_usd, worst, window.end_ms),
+                (scope.limit.max_usd, reserved, window.end_ms),
                 max_wait_s=0.0,
                 max_wait_setting="[budget]",
                 refused=functools.partial(self._refused, attempt, scope, window.end),
@@ -283,7 +284,7 @@ class Budget:
             f"Budget {scope.name} ([budget.{scope.name.replace(':', 's.', 1)}] max_usd) has no"
             f" room for this call: {_money(used)} of {_money(scope.limit.max_usd)} spent this"
             f" {window} (calls in flight included), and it may cost up to"
-            f" {_money(float(refusal.claim.args[1]))}; the {window} resets at"
+            f" {_money(int(refusal.claim.args[1]) / NANO)}; the {window} resets at"
             f" {end.isoformat().replace('+00:00', 'Z')}"
         )
         data = {

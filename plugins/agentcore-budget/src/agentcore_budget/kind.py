@@ -50,35 +50,35 @@ class BudgetKind:
         + """ > tonumber(c.args[1]) then
           return {-1, 'budget', tostring(used)}
         end
-        c.new = not v[2]  -- the window's first take makes its books: set their expiry once
+        -- Expiries are set only when a take makes a key: the books at the window's first
+        -- take, the holders' set when nothing is reserved (it is empty, or holds calls
+        -- that reserved 0: setting the same expiry again does no harm).
+        c.new, c.idle = not v[2], tonumber(v[2] or '0') == 0
         return nil
       end,
       take = function(c)
+        local expires = c.args[3] + """
+        + str(KEEP_AFTER_WINDOW_MS)
+        + """
         redis.call('HINCRBY', c.keys[1], 'reserved_nano', c.args[2])
-        if c.new then redis.call('PEXPIREAT', c.keys[1], c.args[3] + """
-        + str(KEEP_AFTER_WINDOW_MS)
-        + """) end
-        local first = redis.call('SADD', c.keys[2], c.holder) == 1
-        if first and redis.call('SCARD', c.keys[2]) == 1 then  -- made (again): expire it
-          redis.call('PEXPIREAT', c.keys[2], c.args[3] + """
-        + str(KEEP_AFTER_WINDOW_MS)
-        + """)
-        end
+        if c.new then redis.call('PEXPIREAT', c.keys[1], expires) end
+        redis.call('SADD', c.keys[2], c.holder)
+        if c.idle then redis.call('PEXPIREAT', c.keys[2], expires) end
         return 0
       end,
       release = function(c)
         -- Only a holder gives back (a grant given back twice, or never granted, takes
         -- nothing); what it reserved is its claim's amount, as sent (negated as text).
         if redis.call('SREM', c.keys[2], c.holder) == 0 then return end
-        redis.call('HINCRBY', c.keys[1], 'reserved_nano', '-' .. c.args[2])
+        local left = redis.call('HINCRBY', c.keys[1], 'reserved_nano', '-' .. c.args[2])
         local real = c.settle[1]
         if real and tonumber(real) ~= 0 then
           redis.call('HINCRBYFLOAT', c.keys[1], 'spent', real)
         end
         -- No call waits on a budget (a refusal fails at once): a release frees nobody.
         -- But each replica keeps its "changed" event of a key until a wake-up for it
-        -- comes, so the release that leaves no holder (a window's last) sends one.
-        if redis.call('SCARD', c.keys[2]) == 0 then c.wake() end
+        -- comes, so the release that leaves nothing reserved (a window's last) sends one.
+        if left == 0 then c.wake() end
       end,
     }"""
     )
@@ -101,10 +101,11 @@ class BudgetKind:
         reserved = held.pop(call.holder, None)
         if reserved is None:
             return False
-        call.state["reserved_nano"] = int(call.state.get("reserved_nano", 0)) - reserved
+        left: int = int(call.state.get("reserved_nano", 0)) - reserved
+        call.state["reserved_nano"] = left
         real = float(call.settle[0]) if call.settle else 0.0
         call.state["spent"] = float(call.state.get("spent", 0.0)) + real
-        return not held  # as in Lua: the last holder's release wakes (see `lua`)
+        return left == 0  # as in Lua: wakes when nothing is left reserved (see `lua`)
 
     def renew(self, call: ClaimCall) -> None:
         """Nothing leased: a reservation lasts until its attempt ends."""

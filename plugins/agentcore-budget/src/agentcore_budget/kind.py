@@ -8,10 +8,10 @@ flight have reserved (``reserved_nano``: whole nano-USD, so a reservation is add
 taken back as integers, exactly and cheaply); beside them, who holds a reservation (on
 Redis a set of its own, `HELD`; in memory ``held``, holder -> amount). A claim passes
 only if spent + reserved + its worst case fits the limit; it is refused at once otherwise
-(no wait: a budget frees up only when its window ends). Given back, a claim settles: its reservation goes, its real cost (the settlement,
-0 when the attempt failed or its model is unpriced under ``on_unpriced = "allow"``) is
-added to ``spent``. The same steps twice, in Python (memory store) and Lua (Redis).
-"""
+(no wait: a budget frees up only when its window ends). Given back, a claim settles: its
+reservation goes, its real cost (the settlement, 0 when the attempt failed or its model
+is unpriced under ``on_unpriced = "allow"``) is added to ``spent``. The same steps twice,
+in Python (memory store) and Lua (Redis)."""
 
 from __future__ import annotations
 

@@ -118,19 +118,20 @@ class Counts:
 def count_round_trips(store: object, counts: Counts) -> Callable[[], None]:
     """Count the Redis store's batches (one pipeline, or one script, each a round trip)
     until the returned function is called."""
-    execute = getattr(store, "_execute", None)
-    if execute is None:
+    writer = getattr(store, "_writer", None)  # redis_writer.ScriptWriter
+    if writer is None:
         return lambda: None  # the memory store: no round trips
+    execute = writer._execute
 
     async def counted(batch: list[object]) -> None:
         counts.round_trips += 1
         counts.scripts += len(batch)
         await execute(batch)
 
-    store._execute = counted  # type: ignore[attr-defined]
+    writer._execute = counted
 
     def stop() -> None:
-        store._execute = execute  # type: ignore[attr-defined]
+        writer._execute = execute
 
     return stop
 

@@ -92,7 +92,7 @@ class RedisFleetStore:
         self._follower: asyncio.Task[None] | None = None
         """Sentinel: follows failovers (`redis_connect.SentinelFollower`), from the first op."""
         self._scripts = ScriptSet(self._client)
-        self._writer = ScriptWriter(self._client)
+        self._writer = ScriptWriter(self._client, self._failed)
         self._kinds: dict[str, ClaimKind] = {}
         self._admit = self._client.register_script(admit_script.compose(()))
         self.holds = HoldView()
@@ -114,23 +114,33 @@ class RedisFleetStore:
     def _wake_channel(self, key: str) -> str:
         return f"{self._prefix}:wake:{key}"
 
-    async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-        """Run one script, sent with every other started in this turn of the event loop
-        (`ScriptWriter`); an unreachable Redis is `FleetUnavailable` (logged once per outage)."""
+    def _send(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        """One script, queued with every other started in this turn of the event loop
+        (`ScriptWriter`): the future of its reply."""
         if self._follow is not None and self._follower is None and not self._closed:
             self._follower = asyncio.create_task(self._follow(self._switched), name="failovers")
-        try:
-            result = await self._writer.run(script, keys, args)
-        except UNREACHABLE as exc:
-            if self._reachable:
-                self._reachable = False
-                why = explain(exc)
-                logger.warning("the fleet store ({}) is unreachable: {}", self.description, why)
-            raise FleetUnavailable(redact(explain(exc))) from exc
+        return self._writer.send(script, keys, args)
+
+    async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        """Run one script; an unreachable Redis is `FleetUnavailable` (`_failed`)."""
+        result = await self._send(script, keys, args)
         if not self._reachable:
             self._reachable = True
             logger.info("the fleet store ({}) is reachable again", self.description)
         return result
+
+    def _failed(self, exc: BaseException) -> BaseException:
+        """What the callers of scripts an error failed get: `FleetUnavailable` for an
+        unreachable Redis (logged once per outage), any other error as it is."""
+        if not isinstance(exc, UNREACHABLE):
+            return exc
+        if self._reachable:
+            self._reachable = False
+            why = explain(exc)
+            logger.warning("the fleet store ({}) is unreachable: {}", self.description, why)
+        error = FleetUnavailable(redact(explain(exc)))
+        error.__cause__ = exc
+        return error
 
     @property
     def sends(self) -> int:
@@ -265,18 +275,24 @@ class RedisFleetStore:
                     self.holds.saw_no_hold(claim.key, generations[claim.key])
         return results
 
-    async def release(
+    def release(
         self, claims: Sequence[Claim], holder: str, settles: Sequence[tuple[Scalar, ...]] = ()
-    ) -> None:
+    ) -> asyncio.Future[Any]:
+        """Queued at once with the scripts of this turn of the event loop, with no task of its
+        own: it rides with the admissions started in the same turn."""
         sent = self._prepared(claims, holder, "release")
         for claim in claims:
             self._probes.discard((claim.key, holder))
-        if sent:
-            settled = [settles[i] if i < len(settles) else () for i, _ in sent]
-            keys, argv = admit_script.encode(
-                [c for _, c in sent], self._wake_channel(""), "release", holder, settled
-            )
-            await self._run(self._admit, keys, argv)
+        if not sent:
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        settled = [settles[i] if i < len(settles) else () for i, _ in sent]
+        keys, argv = admit_script.encode(
+            [c for _, c in sent], self._wake_channel(""), "release", holder, settled
+        )
+        released: asyncio.Future[Any] = self._send(self._admit, keys, argv)
+        return released
 
     async def renew(self, claims: Sequence[Claim], holder: str) -> None:
         sent = [

@@ -9,6 +9,7 @@ script to its slot's node.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from redis.commands.core import AsyncScript
@@ -24,8 +25,10 @@ _Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]
 class ScriptWriter:
     """Batches the scripts started in one turn of the event loop into one round trip."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, failed: Callable[[BaseException], BaseException]) -> None:
         self._client = client
+        self._failed = failed
+        """What the callers get for an error that failed their scripts (the store's words)."""
         self._pool: Any = getattr(client, "connection_pool", None)
         """One Redis (plain or sentinel): batches go straight to a pooled connection; None
         for a cluster (its client routes each script)."""
@@ -35,9 +38,9 @@ class ScriptWriter:
         """The scripts started in this turn of the event loop, sent together at its end."""
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-        """Run one script, sent with every other started in this turn of the event loop; an
-        unreachable Redis raises redis-py's (or the socket's) error."""
+    def send(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        """Queue one script, sent with every other started in this turn of the event loop:
+        the future of its reply (a release waits for it in no task of its own)."""
         if self._batch is None:
             self._batch = []
             # Its first step runs in the next turn, after every task ready in this one.
@@ -48,7 +51,7 @@ class ScriptWriter:
         packed = b"" if self._pool is None else pack_evalsha(script.sha, keys, args)
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._batch.append((script, keys, args, reply, packed))
-        return await reply
+        return reply
 
     async def _send(self) -> None:
         """Send the scripts started in the last turn together, in a task of their own: a
@@ -74,16 +77,17 @@ class ScriptWriter:
                     pipe.evalsha(script.sha, len(keys), *keys, *args)
                 results = await pipe.execute(raise_on_error=False)
         except Exception as exc:  # unreachable (every script failed), or a bug: say so to all
+            error = self._failed(exc)
             for *_, reply, _ in batch:
                 if not reply.done():
-                    reply.set_exception(exc)
+                    reply.set_exception(error)
             return
         for (script, keys, args, reply, _), result in zip(batch, results, strict=True):
             if isinstance(result, NoScriptError):
                 try:
                     result = await script(keys=keys, args=args)
                 except Exception as exc:
-                    result = exc
+                    result = self._failed(exc)
             if reply.done():
                 continue  # its caller was cancelled
             if isinstance(result, Exception):

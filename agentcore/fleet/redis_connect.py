@@ -233,7 +233,14 @@ async def send_packed(pool: Any, commands: list[bytes]) -> list[Any]:
     measured by bench/fleet.py."""
     connection = await pool.get_connection()
     try:
-        await connection.send_packed_command(b"".join(commands), check_health=False)
+        writer = connection._writer  # connected by the pool
+        if writer is None or writer.transport.is_closing():
+            await connection.send_packed_command(b"".join(commands), check_health=False)
+        else:
+            # Written at once: `send_packed_command` wraps each write in `asyncio.wait_for`
+            # (a task and a loop turn per write). A few small scripts: the socket's buffer
+            # takes them; a connection lost meanwhile fails the reads below.
+            writer.write(b"".join(commands))
         results: list[Any] = []
         for _ in commands:
             try:

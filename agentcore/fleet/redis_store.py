@@ -102,6 +102,8 @@ class RedisFleetStore:
         to give back or renew."""
         self._changed: dict[str, asyncio.Event] = {}
         self._listener: asyncio.Task[None] | None = None
+        self._pubsub: Any = None
+        """The listener's subscription, while it holds one."""
         self._closed = False
         self._reachable = True
 
@@ -370,7 +372,7 @@ class RedisFleetStore:
     async def _subscribed(self, lost: bool) -> None:
         prefix = self._wake_channel("")
         while not self._closed:
-            pubsub = self._client.pubsub()
+            pubsub = self._pubsub = self._client.pubsub()
             try:
                 await pubsub.psubscribe(prefix + "*")
                 # Believe no reply before Redis confirmed the subscription: a hold set
@@ -379,6 +381,8 @@ class RedisFleetStore:
                     confirmed.get("type") != "psubscribe"
                 ):
                     pass
+                if self._closed:  # closed meanwhile (its cancellation may not reach here)
+                    return
                 self.holds.subscribed()
                 if lost:
                     await self._write_back()
@@ -391,10 +395,13 @@ class RedisFleetStore:
                         self.holds.changed(key, str(message.get("data")))
                         self._wake(key)
             except UNREACHABLE:
+                if self._closed:  # `aclose` closed the subscription's connection
+                    return
                 lost = True
                 self.holds.lost()
                 self._wake_all()
             finally:
+                self._pubsub = None
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
             await asyncio.sleep(RESUBSCRIBE_S * random.uniform(0.5, 1.5))
@@ -403,6 +410,11 @@ class RedisFleetStore:
 
     async def aclose(self) -> None:
         self._closed = True
+        pubsub = self._pubsub
+        if pubsub is not None and pubsub.connection is not None:
+            # Ends the listener's read even where its cancellation is lost on the way
+            # (seen in redis-py while a subscription is being made).
+            await pubsub.connection.disconnect(nowait=True)
         for task in (self._listener, self._follower):
             if task is not None:
                 task.cancel()

@@ -37,6 +37,11 @@ class ScriptWriter:
         self._batch: list[_Call] | None = None
         """The scripts started in this turn of the event loop, sent together at its end."""
         self._sending: set[asyncio.Task[None]] = set()
+        self._connections: list[Any] = []
+        """Connections this writer took from the pool and keeps between batches, so a batch
+        makes no pool get/release (the pool's locks, checks and bookkeeping cost more than
+        the batch's own client work). The pool counts them in use, so its `disconnect`
+        (a sentinel failover) still reaches them; each is made again at its next batch."""
 
     def send(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         """Queue one script, sent with every other started in this turn of the event loop:
@@ -67,7 +72,7 @@ class ScriptWriter:
         self.sends += 1
         try:
             if self._pool is not None:
-                results = await send_packed(self._pool, [call[4] for call in batch])
+                results = await self._send_packed([call[4] for call in batch])
             elif len(batch) == 1:
                 script, keys, args, *_ = batch[0]
                 results = [await script(keys=keys, args=args)]
@@ -95,10 +100,26 @@ class ScriptWriter:
             else:
                 reply.set_result(result)
 
+    async def _send_packed(self, commands: list[bytes]) -> list[Any]:
+        """The commands on one of this writer's connections (one taken from the pool when
+        every kept one is busy with another batch)."""
+        if self._connections:
+            connection = self._connections.pop()
+        else:
+            connection = await self._pool.get_connection()
+        try:
+            return await send_packed(connection, commands)
+        finally:
+            self._connections.append(connection)
+
     async def drain(self) -> None:
-        """Wait for the scripts already on their way (a slot's release) to get replies."""
+        """Wait for the scripts already on their way (a slot's release) to get replies, then
+        give the kept connections back to the pool."""
         if self._sending:
             await asyncio.wait(set(self._sending))
+        connections, self._connections = self._connections, []
+        for connection in connections:
+            await self._pool.release(connection)
 
 
 __all__ = ["ScriptWriter"]

@@ -225,40 +225,6 @@ def pack_evalsha(sha: str, keys: list[str], args: list[Any]) -> bytes:
     return packed
 
 
-async def send_packed(connection: Any, commands: list[bytes]) -> list[Any]:
-    """One Redis (plain or sentinel): the commands (`pack_evalsha`) in one write on one
-    connection of the pool, the replies read in order (a script's error in its place).
-    redis-py's pipeline does the same through a command stack, response callbacks and
-    checks per command these scripts never need: most of the store's client CPU, as
-    measured by bench/fleet.py. A connection closed meanwhile (Redis's idle timeout, a
-    failover) is made again first."""
-    try:
-        reader, writer = connection._reader, connection._writer
-        if writer is not None and (
-            reader.at_eof() or reader.exception() is not None or writer.transport.is_closing()
-        ):
-            await connection.disconnect(nowait=True)  # closed while idle (Redis's timeout)
-        if not connection.is_connected:
-            # `connect`, not `send_packed_command`'s own reconnection: a sentinel's
-            # connection asks the sentinels for the primary there (after a failover).
-            await connection.connect()
-        # Written at once: `send_packed_command` wraps each write in `asyncio.wait_for` (a
-        # task and a loop turn per write). A few small scripts: the socket's buffer takes
-        # them; a connection lost meanwhile fails the reads below.
-        connection._writer.write(b"".join(commands))
-        results: list[Any] = []
-        for _ in commands:
-            try:
-                results.append(await connection.read_response())
-            except ResponseError as exc:  # that script's error: the others' replies follow
-                results.append(exc)
-        return results
-    except BaseException:
-        # Replies may still be on their way: the connection is made again for the next batch.
-        await connection.disconnect(nowait=True)
-        raise
-
-
 def explain(exc: BaseException) -> str:
     """Why Redis could not be used, in words that point at the setting to look at; the
     error's own text follows (`redact` runs over it where it leaves the process)."""
@@ -307,5 +273,4 @@ __all__ = [
     "describe_url",
     "explain",
     "pack_evalsha",
-    "send_packed",
 ]

@@ -116,12 +116,14 @@ class RedisFleetStore:
     def _wake_channel(self, key: str) -> str:
         return f"{self._prefix}:wake:{key}"
 
-    def _send(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+    def _send(
+        self, script: AsyncScript, keys: list[str], args: list[Any], wait: bool = True
+    ) -> Any:
         """One script, queued with every other started in this turn of the event loop
         (`ScriptWriter`): the future of its reply."""
         if self._follow is not None and self._follower is None and not self._closed:
             self._follower = asyncio.create_task(self._follow(self._switched), name="failovers")
-        return self._writer.send(script, keys, args)
+        return self._writer.send(script, keys, args, wait=wait)
 
     async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         """Run one script; an unreachable Redis is `FleetUnavailable` (`_failed`)."""
@@ -293,7 +295,7 @@ class RedisFleetStore:
         keys, argv = admit_script.encode(
             [c for _, c in sent], self._wake_channel(""), "release", holder, settled
         )
-        released: asyncio.Future[Any] = self._send(self._admit, keys, argv)
+        released: asyncio.Future[Any] = self._send(self._admit, keys, argv, wait=False)
         return released
 
     async def renew(self, claims: Sequence[Claim], holder: str) -> None:
@@ -422,5 +424,5 @@ class RedisFleetStore:
                     await task
         self._listener = self._follower = None
         self._wake_all()
-        await self._writer.drain()  # scripts already on their way (a slot's release)
+        await self._writer.aclose()  # scripts already on their way (a slot's release)
         await self._client.aclose()

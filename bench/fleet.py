@@ -118,20 +118,14 @@ class Counts:
 def count_round_trips(store: object, counts: Counts) -> Callable[[], None]:
     """Count the Redis store's batches (one pipeline, or one script, each a round trip)
     until the returned function is called."""
-    writer = getattr(store, "_writer", None)  # redis_writer.ScriptWriter
+    writer = getattr(store, "_writer", None)  # redis_writer.ScriptWriter: its counters
     if writer is None:
         return lambda: None  # the memory store: no round trips
-    execute = writer._execute
-
-    async def counted(batch: list[object]) -> None:
-        counts.round_trips += 1
-        counts.scripts += len(batch)
-        await execute(batch)
-
-    writer._execute = counted
+    sends, scripts = writer.sends, writer.scripts
 
     def stop() -> None:
-        writer._execute = execute
+        counts.round_trips += writer.sends - sends
+        counts.scripts += writer.scripts - scripts
 
     return stop
 

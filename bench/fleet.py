@@ -5,13 +5,13 @@
    the rate limit's window and slot claims, max_in_flight and requests_per_minute set,
    never reached: one store operation), then "in flight" for 0.5-1.5 s (an LLM call's
    order of magnitude), then ended. A call's cost is its admission plus its attempt end
-   (`on_attempt_end`; the grant is given back in a task that rides with the store's next
-   round trip), timed with `time.perf_counter`.
+   (`on_attempt_end`; the grant is given back with no task of its own, riding in the
+   store's next write), timed with `time.perf_counter`.
    Reported: p50 and p99 for the memory backend and for Redis on loopback, and what
    Redis adds. Target: p99 added <= 1 ms. Also shown: the same 200 calls admitted all
    at the same instant (a burst), where each waits for the ones before it. Beside the
    latencies, figures a noisy machine does not move much: Redis round trips per call
-   (the store sends the scripts of one event loop turn in one write), and CPU per
+   (writes: the store pipelines its scripts on one connection), and CPU per
    call in this process and in redis-server. On a machine whose cores are shared, the
    wall-clock latencies mostly measure how soon redis-server and this process get a
    core back: compare them with the load average printed at the top. The garbage

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -109,7 +110,7 @@ class Admission:
         self._registered: FleetStore | None = None
         self._grants: dict[str, _Grant] = {}
         self._renewer: asyncio.Task[None] | None = None
-        self._releases: set[asyncio.Task[None]] = set()
+        self._releases: set[asyncio.Future[Any]] = set()
 
     # -- claim kinds -----------------------------------------------------------------
 
@@ -285,8 +286,8 @@ class Admission:
     def release(
         self, attempt: Attempt, response: Response | None, error: InferenceError | None
     ) -> None:
-        """The attempt ended: give its grant back (settled), in a task of its own that rides
-        with the store's next operation; a cancelled caller cannot stop it."""
+        """The attempt ended: give its grant back (settled), started now, riding with the
+        store's next operation; a cancelled caller cannot stop it."""
         grant = self._grants.pop(self.holder(attempt), None)
         if grant is None:
             return
@@ -308,25 +309,25 @@ class Admission:
         holder: str,
         settles: Sequence[tuple[Scalar, ...]],
     ) -> None:
-        task = asyncio.create_task(
-            self._give_back(store, claims, holder, settles), name="admission release"
-        )
-        self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
-
-    async def _give_back(
-        self,
-        store: FleetStore,
-        claims: Sequence[Claim],
-        holder: str,
-        settles: Sequence[tuple[Scalar, ...]],
-    ) -> None:
+        """The built-in stores start the release at the call and return a future (no task
+        per release); a store's `async def release` runs in a task of its own."""
         try:
-            await store.release(claims, holder, settles)
-        except FleetUnavailable as exc:  # leases run out by themselves
-            logger.warning("admission could not give back {}'s claims: {}", holder, exc)
+            released = asyncio.ensure_future(store.release(claims, holder, settles))
         except Exception:
             logger.exception("admission could not give back {}'s claims", holder)
+            return
+        self._releases.add(released)
+        released.add_done_callback(functools.partial(self._given_back, holder))
+
+    def _given_back(self, holder: str, released: asyncio.Future[Any]) -> None:
+        self._releases.discard(released)
+        if released.cancelled():
+            return
+        exc = released.exception()
+        if isinstance(exc, FleetUnavailable):  # leases run out by themselves
+            logger.warning("admission could not give back {}'s claims: {}", holder, exc)
+        elif exc is not None:
+            logger.opt(exception=exc).error("admission could not give back {}'s claims", holder)
 
     async def stop(self) -> None:
         """After the stop grace: give back what attempts still running hold (they ignored

@@ -236,12 +236,16 @@ class MemoryFleetStore:
             return 0
         return self._kind(claim).take(self._call(claim, holder))
 
-    async def release(
+    def release(
         self, claims: Sequence[Claim], holder: str, settles: Sequence[tuple[Scalar, ...]] = ()
-    ) -> None:
+    ) -> asyncio.Future[None]:
+        """Given back at once (one synchronous step); the future returned is done."""
         for index, claim in enumerate(claims):
             settle = settles[index] if index < len(settles) else ()
             self._release(claim, holder, settle)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
 
     def _release(self, claim: Claim, holder: str, settle: tuple[Scalar, ...]) -> None:
         if claim.kind == HOLD:

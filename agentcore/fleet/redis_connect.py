@@ -225,30 +225,6 @@ def pack_evalsha(sha: str, keys: list[str], args: list[Any]) -> bytes:
     return packed
 
 
-async def send_packed(pool: Any, commands: list[bytes]) -> list[Any]:
-    """One Redis (plain or sentinel): the commands (`pack_evalsha`) in one write on one
-    pooled connection, the replies read in order (a script's error in its place).
-    redis-py's pipeline does the same through a command stack, response callbacks and
-    checks per command these scripts never need: most of the store's client CPU, as
-    measured by bench/fleet.py."""
-    connection = await pool.get_connection()
-    try:
-        await connection.send_packed_command(b"".join(commands), check_health=False)
-        results: list[Any] = []
-        for _ in commands:
-            try:
-                results.append(await connection.read_response())
-            except ResponseError as exc:  # that script's error: the others' replies follow
-                results.append(exc)
-        return results
-    except BaseException:
-        # Replies may still be on their way: the connection serves no other batch.
-        await connection.disconnect(nowait=True)
-        raise
-    finally:
-        await pool.release(connection)
-
-
 def explain(exc: BaseException) -> str:
     """Why Redis could not be used, in words that point at the setting to look at; the
     error's own text follows (`redact` runs over it where it leaves the process)."""
@@ -297,5 +273,4 @@ __all__ = [
     "describe_url",
     "explain",
     "pack_evalsha",
-    "send_packed",
 ]

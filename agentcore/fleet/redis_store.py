@@ -1,9 +1,8 @@
 """The fleet store on Redis (``[fleet] backend = "redis"``): redis-py's asyncio client, one
-connection pool per kernel, each operation one Lua script (atomic). The scripts that
-concurrent calls start in the same turn of the event loop go to Redis together, packed in
-one write on one connection (`redis_connect.send_packed`): one round trip for a burst of
-admissions, not one each (most of a round trip's cost is the client's and the socket's,
-per command and per send, not Redis's).
+connection pool per kernel, each operation one Lua script (atomic; the primitives' texts in
+`agentcore.fleet.redis_scripts`, the admission script in `agentcore.fleet.admit_script`).
+The scripts that concurrent calls start in the same turn of the event loop go to Redis
+together, in one round trip (`agentcore.fleet.redis_writer`).
 
 Keys, under ``[fleet] key_prefix`` as a hash tag (P = ``{PREFIX}``, `_key`, so one
 script's keys share one Redis Cluster slot): ``P:hold:KEY`` (a hash: until, since, reason,
@@ -26,12 +25,11 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any
 
 from loguru import logger
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentcore.fleet import admit_script
@@ -45,13 +43,9 @@ from agentcore.fleet.claims import (
     Scalar,
 )
 from agentcore.fleet.hold_view import HoldView
-from agentcore.fleet.redis_connect import (
-    RedisConnection,
-    connect_url,
-    explain,
-    pack_evalsha,
-    send_packed,
-)
+from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain
+from agentcore.fleet.redis_scripts import ScriptSet
+from agentcore.fleet.redis_writer import ScriptWriter
 from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
 from agentcore.redaction import redact
 from agentcore.settings import FleetSettings
@@ -61,139 +55,6 @@ DEFAULT_LINGER_MS = 600_000
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 RESUBSCRIBE_S = 0.5
 """After the subscription is lost, the next try comes after this (jittered)."""
-
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-"""
-
-# Each returns {now, until, reason, since, probe} (a missing hold: {now}) after a flag
-# where the operation has a verdict.
-_HOLD_GET = (
-    _NOW
-    + """
-local v = redis.call('HMGET', KEYS[1], 'until', 'reason', 'since', 'probe')
-return {now, v[1], v[2], v[3], v[4]}
-"""
-)
-
-_HOLD_SET = (
-    _NOW
-    + """
-local untl = now + tonumber(ARGV[1])
-local v = redis.call('HMGET', KEYS[1], 'until', 'reason', 'since', 'probe')
-if v[1] and tonumber(v[1]) >= untl then
-  return {0, now, v[1], v[2], v[3], v[4]}
-end
-local since = v[3] or string.format('%d', now)
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'until', string.format('%d', untl), 'reason', ARGV[2],
-  'since', since, 'linger', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], math.floor(untl - now + tonumber(ARGV[3])))
-redis.call('PUBLISH', ARGV[4], 'hold')
-return {1, now, string.format('%d', untl), ARGV[2], since, false}
-"""
-)
-
-_PROBE_CLAIM = (
-    _NOW
-    + """
-local v = redis.call('HMGET', KEYS[1], 'until', 'probe', 'probe_at', 'linger')
-if not v[1] or tonumber(v[1]) > now then return 0 end
-local lease = tonumber(ARGV[2])
-if v[2] and v[2] ~= ARGV[1] and now - tonumber(v[3]) < lease then return 0 end
-redis.call('HSET', KEYS[1], 'probe', ARGV[1], 'probe_at', string.format('%d', now))
-redis.call('PEXPIRE', KEYS[1], math.floor(lease + tonumber(v[4] or 0)))
-return 1
-"""
-)
-
-_PROBE_DROP = """
-if redis.call('HGET', KEYS[1], 'probe') ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'probe', 'probe_at')
-redis.call('PUBLISH', ARGV[2], 'probe')
-return 1
-"""
-
-_HOLD_RELEASE = (
-    _NOW
-    + """
-local v = redis.call('HMGET', KEYS[1], 'until', 'reason', 'since', 'probe')
-if not v[1] or tonumber(v[1]) > now then return {now} end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[1], 'release')
-return {now, v[1], v[2], v[3], v[4]}
-"""
-)
-
-
-_EXPIRE_AT_LAST_LEASE = """
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-if last[2] then redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1) end
-"""
-
-# KEYS: slots, window. ARGV: holder, slots, lease ms, per window, window ms (a limit of 0 is
-# not checked). Returns {0} (taken), {1} (no slot) or {2, ms until the window has room}.
-_TAKE = (
-    _NOW
-    + """
-local slots, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
-local per_window, window = tonumber(ARGV[4]), tonumber(ARGV[5])
-local taken = 0
-if per_window > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-  taken = redis.call('ZCARD', KEYS[2])
-  if taken >= per_window then
-    local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-    return {2, math.max(1, tonumber(oldest[2]) + window - now)}
-  end
-end
-if slots > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= slots then
-    return {1}
-  end
-  redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
-"""
-    + _EXPIRE_AT_LAST_LEASE
-    + """
-end
-if per_window > 0 then
-  -- One member per take, even a holder's second in the same ms (the memory store counts
-  -- each take too).
-  redis.call('ZADD', KEYS[2], now, ARGV[1] .. '@' .. now .. '#' .. taken)
-  redis.call('PEXPIRE', KEYS[2], window)
-end
-return {0}
-"""
-)
-
-_SLOT_RENEW = (
-    _NOW
-    + """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local lease_end = now + tonumber(ARGV[1])
-for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', lease_end, ARGV[i]) end
-"""
-    + _EXPIRE_AT_LAST_LEASE
-    + """
-return 1
-"""
-)
-
-_SLOT_RELEASE = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('PUBLISH', ARGV[2], 'slot')
-return 1
-"""
-
-_BOOKS_READ = """
-return redis.call('HMGET', KEYS[1], unpack(ARGV))
-"""
-
-_Call: TypeAlias = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]", bytes]
-"""A script to run, its keys and arguments, where its reply goes, and its EVALSHA as sent
-(empty on a cluster, whose client packs it)."""
 
 
 def _ms(seconds: float) -> int:
@@ -227,36 +88,22 @@ class RedisFleetStore:
         self.on_store_error: StoreErrorPolicy = on_store_error
         self._prefix = key_prefix
         self._client = url.client
-        self._pool: Any = getattr(url.client, "connection_pool", None)
-        """One Redis (plain or sentinel): batches go straight to a pooled connection; None
-        for a cluster (its client routes each script)."""
         self._follow = url.follow
         self._follower: asyncio.Task[None] | None = None
         """Sentinel: follows failovers (`redis_connect.SentinelFollower`), from the first op."""
-        register = self._client.register_script
-        self._hold_get = register(_HOLD_GET)
-        self._hold_set = register(_HOLD_SET)
-        self._probe_claim = register(_PROBE_CLAIM)
-        self._probe_drop = register(_PROBE_DROP)
-        self._hold_release = register(_HOLD_RELEASE)
-        self._take = register(_TAKE)
-        self._slot_renew = register(_SLOT_RENEW)
-        self._slot_release = register(_SLOT_RELEASE)
-        self._books_read = register(_BOOKS_READ)
+        self._scripts = ScriptSet(self._client)
+        self._writer = ScriptWriter(self._client, self._failed)
         self._kinds: dict[str, ClaimKind] = {}
-        self._admit = register(admit_script.compose(()))
+        self._admit = self._client.register_script(admit_script.compose(()))
         self.holds = HoldView()
         """This replica's view of holds (kept by pub/sub) and the holds it remembers."""
-        self.sends = 0
-        """Round trips made (pipelines and single scripts): what the bench counts."""
-        self._batch: list[_Call] | None = None
-        """The scripts started in this turn of the event loop, sent together at its end."""
-        self._sending: set[asyncio.Task[None]] = set()
         self._probes: set[tuple[str, str]] = set()
         """(hold key, holder) of this replica's probes: the only hold claims with something
         to give back or renew."""
         self._changed: dict[str, asyncio.Event] = {}
         self._listener: asyncio.Task[None] | None = None
+        self._pubsub: Any = None
+        """The listener's subscription, while it holds one."""
         self._closed = False
         self._reachable = True
 
@@ -269,85 +116,51 @@ class RedisFleetStore:
     def _wake_channel(self, key: str) -> str:
         return f"{self._prefix}:wake:{key}"
 
-    async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-        """Run one script, sent with every other started in this turn of the event loop (see
-        `_send`); an unreachable Redis is `FleetUnavailable` (logged once per outage)."""
+    def _send(
+        self, script: AsyncScript, keys: list[str], args: list[Any], wait: bool = True
+    ) -> Any:
+        """One script, queued with every other started in this turn of the event loop
+        (`ScriptWriter`): the future of its reply."""
         if self._follow is not None and self._follower is None and not self._closed:
             self._follower = asyncio.create_task(self._follow(self._switched), name="failovers")
-        if self._batch is None:
-            self._batch = []
-            # Its first step runs in the next turn, after every task ready in this one.
-            task = asyncio.create_task(self._send(), name="fleet store round trip")
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
-        # Packed here, so an argument Redis cannot take fails its own caller, not the batch.
-        packed = b"" if self._pool is None else pack_evalsha(script.sha, keys, args)
-        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._batch.append((script, keys, args, reply, packed))
-        try:
-            result = await reply
-        except UNREACHABLE as exc:
-            if self._reachable:
-                self._reachable = False
-                why = explain(exc)
-                logger.warning("the fleet store ({}) is unreachable: {}", self.description, why)
-            raise FleetUnavailable(redact(explain(exc))) from exc
+        return self._writer.send(script, keys, args, wait=wait)
+
+    async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        """Run one script; an unreachable Redis is `FleetUnavailable` (`_failed`)."""
+        result = await self._send(script, keys, args)
         if not self._reachable:
             self._reachable = True
             logger.info("the fleet store ({}) is reachable again", self.description)
         return result
 
-    async def _send(self) -> None:
-        """Send the scripts started in the last turn together, in a task of their own: a
-        caller cancelled meanwhile stops waiting for its reply, not the others' round trip."""
-        batch, self._batch = self._batch, None
-        if batch:
-            await self._execute(batch)
+    def _failed(self, exc: BaseException) -> BaseException:
+        """What the callers of scripts an error failed get: `FleetUnavailable` for an
+        unreachable Redis (logged once per outage), any other error as it is."""
+        if not isinstance(exc, UNREACHABLE):
+            return exc
+        if self._reachable:
+            self._reachable = False
+            why = explain(exc)
+            logger.warning("the fleet store ({}) is unreachable: {}", self.description, why)
+        error = FleetUnavailable(redact(explain(exc)))
+        error.__cause__ = exc
+        return error
 
-    async def _execute(self, batch: list[_Call]) -> None:
-        """The batch's scripts, one EVALSHA each, in one round trip (not a transaction: each
-        script is atomic by itself). A script Redis does not know yet (it restarted) is
-        loaded and run again by redis-py's `AsyncScript`."""
-        self.sends += 1
-        try:
-            if self._pool is not None:
-                results = await send_packed(self._pool, [call[4] for call in batch])
-            elif len(batch) == 1:
-                script, keys, args, *_ = batch[0]
-                results = [await script(keys=keys, args=args)]
-            else:  # a cluster: its pipeline routes each script to its slot's node
-                pipe = self._client.pipeline(transaction=False)
-                for script, keys, args, *_ in batch:
-                    pipe.evalsha(script.sha, len(keys), *keys, *args)
-                results = await pipe.execute(raise_on_error=False)
-        except Exception as exc:  # unreachable (every script failed), or a bug: say so to all
-            for *_, reply, _ in batch:
-                if not reply.done():
-                    reply.set_exception(exc)
-            return
-        for (script, keys, args, reply, _), result in zip(batch, results, strict=True):
-            if isinstance(result, NoScriptError):
-                try:
-                    result = await script(keys=keys, args=args)
-                except Exception as exc:
-                    result = exc
-            if reply.done():
-                continue  # its caller was cancelled
-            if isinstance(result, Exception):
-                reply.set_exception(result)
-            else:
-                reply.set_result(result)
+    @property
+    def sends(self) -> int:
+        """Round trips made (pipelines and single scripts): what the bench counts."""
+        return self._writer.sends
 
     # -- holds -----------------------------------------------------------------
 
     async def get_hold(self, key: str) -> Hold | None:
-        return _hold(await self._run(self._hold_get, [self._key("hold", key)], []))
+        return _hold(await self._run(self._scripts.hold_get, [self._key("hold", key)], []))
 
     async def set_hold(
         self, key: str, duration_s: float, reason: str, linger_s: float
     ) -> tuple[Hold, bool]:
         args = [_ms(duration_s), reason, max(1, _ms(linger_s)), self._wake_channel(key)]
-        reply = await self._run(self._hold_set, [self._key("hold", key)], args)
+        reply = await self._run(self._scripts.hold_set, [self._key("hold", key)], args)
         hold = _hold(reply[1:])
         assert hold is not None, "the hold script returns the hold in force"
         self.holds.remember(key, hold.remaining_s, hold.reason, linger_s)
@@ -355,15 +168,16 @@ class RedisFleetStore:
 
     async def claim_probe(self, key: str, owner: str, lease_s: float) -> bool:
         args = [owner, max(1, _ms(lease_s))]
-        return bool(await self._run(self._probe_claim, [self._key("hold", key)], args))
+        return bool(await self._run(self._scripts.probe_claim, [self._key("hold", key)], args))
 
     async def drop_probe(self, key: str, owner: str) -> bool:
         args = [owner, self._wake_channel(key)]
-        return bool(await self._run(self._probe_drop, [self._key("hold", key)], args))
+        return bool(await self._run(self._scripts.probe_drop, [self._key("hold", key)], args))
 
     async def release_hold(self, key: str) -> Hold | None:
         args = [self._wake_channel(key)]
-        released = _hold(await self._run(self._hold_release, [self._key("hold", key)], args))
+        reply = await self._run(self._scripts.hold_release, [self._key("hold", key)], args)
+        released = _hold(reply)
         if released is not None:
             self.holds.forget(key)
         return released
@@ -382,7 +196,7 @@ class RedisFleetStore:
     ) -> Refusal | None:
         keys = [self._key("slots", key), self._key("window", key)]
         args = [holder, slots or 0, max(1, _ms(lease_s)), per_window or 0, max(1, _ms(window_s))]
-        reply = await self._run(self._take, keys, args)
+        reply = await self._run(self._scripts.take, keys, args)
         if reply[0] == 0:
             return None
         if reply[0] == 1:
@@ -392,11 +206,11 @@ class RedisFleetStore:
     async def renew_slots(self, key: str, holders: list[str], lease_s: float) -> None:
         if holders:
             args = [max(1, _ms(lease_s)), *holders]
-            await self._run(self._slot_renew, [self._key("slots", key)], args)
+            await self._run(self._scripts.slot_renew, [self._key("slots", key)], args)
 
     async def release_slot(self, key: str, holder: str) -> bool:
         args = [holder, self._wake_channel(key)]
-        return bool(await self._run(self._slot_release, [self._key("slots", key)], args))
+        return bool(await self._run(self._scripts.slot_release, [self._key("slots", key)], args))
 
     # -- admission: claim sets -----------------------------------------------------------
 
@@ -465,18 +279,24 @@ class RedisFleetStore:
                     self.holds.saw_no_hold(claim.key, generations[claim.key])
         return results
 
-    async def release(
+    def release(
         self, claims: Sequence[Claim], holder: str, settles: Sequence[tuple[Scalar, ...]] = ()
-    ) -> None:
+    ) -> asyncio.Future[Any]:
+        """Queued at once with the scripts of this turn of the event loop, with no task of its
+        own: it rides with the admissions started in the same turn."""
         sent = self._prepared(claims, holder, "release")
         for claim in claims:
             self._probes.discard((claim.key, holder))
-        if sent:
-            settled = [settles[i] if i < len(settles) else () for i, _ in sent]
-            keys, argv = admit_script.encode(
-                [c for _, c in sent], self._wake_channel(""), "release", holder, settled
-            )
-            await self._run(self._admit, keys, argv)
+        if not sent:
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        settled = [settles[i] if i < len(settles) else () for i, _ in sent]
+        keys, argv = admit_script.encode(
+            [c for _, c in sent], self._wake_channel(""), "release", holder, settled
+        )
+        released: asyncio.Future[Any] = self._send(self._admit, keys, argv, wait=False)
+        return released
 
     async def renew(self, claims: Sequence[Claim], holder: str) -> None:
         sent = [
@@ -508,7 +328,7 @@ class RedisFleetStore:
     async def read_books(self, kind: str, key: str, fields: Sequence[str]) -> list[str | None]:
         if not fields:
             return []
-        reply = await self._run(self._books_read, [self._key(kind, key)], list(fields))
+        reply = await self._run(self._scripts.books_read, [self._key(kind, key)], list(fields))
         return [
             None if v is None else v.decode() if isinstance(v, bytes) else str(v) for v in reply
         ]
@@ -554,7 +374,7 @@ class RedisFleetStore:
     async def _subscribed(self, lost: bool) -> None:
         prefix = self._wake_channel("")
         while not self._closed:
-            pubsub = self._client.pubsub()
+            pubsub = self._pubsub = self._client.pubsub()
             try:
                 await pubsub.psubscribe(prefix + "*")
                 # Believe no reply before Redis confirmed the subscription: a hold set
@@ -563,6 +383,8 @@ class RedisFleetStore:
                     confirmed.get("type") != "psubscribe"
                 ):
                     pass
+                if self._closed:  # closed meanwhile (its cancellation may not reach here)
+                    return
                 self.holds.subscribed()
                 if lost:
                     await self._write_back()
@@ -575,10 +397,13 @@ class RedisFleetStore:
                         self.holds.changed(key, str(message.get("data")))
                         self._wake(key)
             except UNREACHABLE:
+                if self._closed:  # `aclose` closed the subscription's connection
+                    return
                 lost = True
                 self.holds.lost()
                 self._wake_all()
             finally:
+                self._pubsub = None
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
             await asyncio.sleep(RESUBSCRIBE_S * random.uniform(0.5, 1.5))
@@ -587,6 +412,11 @@ class RedisFleetStore:
 
     async def aclose(self) -> None:
         self._closed = True
+        pubsub = self._pubsub
+        if pubsub is not None and pubsub.connection is not None:
+            # Ends the listener's read even where its cancellation is lost on the way
+            # (seen in redis-py while a subscription is being made).
+            await pubsub.connection.disconnect(nowait=True)
         for task in (self._listener, self._follower):
             if task is not None:
                 task.cancel()
@@ -594,6 +424,5 @@ class RedisFleetStore:
                     await task
         self._listener = self._follower = None
         self._wake_all()
-        if self._sending:  # scripts already on their way (a slot's release) get their replies
-            await asyncio.wait(set(self._sending))
+        await self._writer.aclose()  # scripts already on their way (a slot's release)
         await self._client.aclose()

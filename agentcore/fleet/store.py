@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -130,12 +130,15 @@ class FleetStore(Protocol):
         or the first claim that refused (nothing taken)."""
         ...
 
-    async def release(
+    def release(
         self, claims: Sequence[Claim], holder: str, settles: Sequence[tuple[Scalar, ...]] = ()
-    ) -> None:
+    ) -> Awaitable[None]:
         """Give back what `holder` was granted, in one operation (it may ride with the next
         operation on the same connection); `settles[i]` is claim i's settlement. Giving back
-        what is not held does nothing."""
+        what is not held does nothing. Awaiting the result waits until it is given back;
+        the built-in stores start at the call (memory: done; Redis: queued for the next
+        write), so the kernel needs no task per release (an `async def` works too: the
+        kernel then runs it in a task of its own)."""
         ...
 
     async def renew(self, claims: Sequence[Claim], holder: str) -> None:

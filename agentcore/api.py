@@ -118,7 +118,8 @@ from agentcore.mcpl.protocol import (
     PushEvent,
 )
 from agentcore.model_info import ModelInfo, model_prefills
-from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
+from agentcore.plugin_context import PluginContext, ProviderInfo, ServerHandle
+from agentcore.plugins import SettingsSection
 from agentcore.pricing import Pricer, spend_fields
 from agentcore.providers.base import Provider
 from agentcore.redaction import StreamRedactor, redact, redact_log, redact_value, register_secret

@@ -55,13 +55,8 @@ from agentcore.inference.calls import trace_fields as _trace_fields
 from agentcore.inference.errors import cancelled, shutting_down
 from agentcore.inference.turns import TurnEnding, ending_of, ending_of_error, with_injections
 from agentcore.model_info import ModelInfo, describe_model
-from agentcore.plugins import (
-    PluginContext,
-    PluginLoadError,
-    PluginRecord,
-    ProviderInfo,
-    load_plugins,
-)
+from agentcore.plugin_context import PluginContext, ProviderInfo
+from agentcore.plugins import PluginLoadError, PluginRecord, load_plugins
 from agentcore.pricing import Pricer, spend_fields
 from agentcore.provider_calls import ProviderCalls, no_terminal
 from agentcore.providers import Provider, ProviderKinds

@@ -231,8 +231,17 @@ class SessionHandle:
         """Send `frame`, a `method` notification already encoded (`ChunkStream`), if the
         transport takes it without waiting; False: nothing sent, await `send`. Checked
         and redacted as `notify` is, on every frame: the grant may narrow mid-stream."""
-        self._check(method)
-        return self._peer.send_now(frame)
+        gate, peer = self._gate, self._peer
+        # `_check` in full only when the grant's memo does not answer at once: the gate
+        # decides a method once per policy in force (`check_outbound`).
+        if (
+            self._retired
+            or peer.closing
+            or gate._allowed_at != self._policy.revision
+            or method not in gate._allowed
+        ):
+            self._check(method)
+        return peer.send_now(frame)
 
     async def send(self, method: str, frame: str) -> None:
         """`send_now`, waiting for the transport when it must."""

@@ -103,7 +103,6 @@ from agentcore.mcpl.bulk import BulkReference
 from agentcore.mcpl.bulk import is_reference as is_bulk_reference
 from agentcore.mcpl.bulk import read_reference as read_bulk_reference
 from agentcore.mcpl.bulk import withheld as withheld_block
-from agentcore.mcpl.bulk_fetch import BulkFetcher, Fetched
 from agentcore.mcpl.chunks import ChunkStream
 from agentcore.mcpl.grants import is_granted
 from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
@@ -123,20 +122,6 @@ from agentcore.model_info import ModelInfo, model_prefills
 from agentcore.plugins import PluginContext, ProviderInfo, ServerHandle, SettingsSection
 from agentcore.pricing import Pricer, spend_fields
 from agentcore.providers.base import Provider
-from agentcore.providers.errors import MID_STREAM, error_from_payload
-from agentcore.providers.sse import EventTuple
-from agentcore.providers.wire import (
-    HttpCall,
-    StreamDecoder,
-    Translator,
-    Wire,
-    fast_loads,
-    not_carried,
-    read_usage,
-    resolve_key,
-)
-from agentcore.providers.xml_transcript import Participants
-from agentcore.providers.xml_transcript import format_request as xml_request_body
 from agentcore.redaction import StreamRedactor, redact, redact_log, redact_value, register_secret
 from agentcore.settings import (
     BulkSettings,
@@ -164,12 +149,29 @@ from agentcore.urls import HTTP_SCHEMES, RedisUrl, WebSocketUrl, url_problem
 
 # The streaming driver and the wires on it bring aiohttp: loaded when a plugin first uses
 # one (a provider kind's factory, at its first provider), not when a plugin imports this.
+# So are the wire-side helpers and the bulk fetcher, which an idle host never runs (their
+# modules hold ~0.4 MB).
 if TYPE_CHECKING:
+    from agentcore.mcpl.bulk_fetch import BulkFetcher, Fetched
     from agentcore.providers.anthropic import MEDIA_TYPES as ANTHROPIC_MEDIA_TYPES
     from agentcore.providers.anthropic import AnthropicTranslator
     from agentcore.providers.anthropic import request_body as anthropic_request_body
     from agentcore.providers.anthropic_xml import XmlTranslator
     from agentcore.providers.driver import HTTPProvider
+    from agentcore.providers.errors import MID_STREAM, error_from_payload
+    from agentcore.providers.sse import EventTuple
+    from agentcore.providers.wire import (
+        HttpCall,
+        StreamDecoder,
+        Translator,
+        Wire,
+        fast_loads,
+        not_carried,
+        read_usage,
+        resolve_key,
+    )
+    from agentcore.providers.xml_transcript import Participants
+    from agentcore.providers.xml_transcript import format_request as xml_request_body
 
 _LAZY = {
     "ANTHROPIC_MEDIA_TYPES": ("agentcore.providers.anthropic", "MEDIA_TYPES"),
@@ -177,11 +179,26 @@ _LAZY = {
     "anthropic_request_body": ("agentcore.providers.anthropic", "request_body"),
     "XmlTranslator": ("agentcore.providers.anthropic_xml", "XmlTranslator"),
     "HTTPProvider": ("agentcore.providers.driver", "HTTPProvider"),
+    "BulkFetcher": ("agentcore.mcpl.bulk_fetch", "BulkFetcher"),
+    "Fetched": ("agentcore.mcpl.bulk_fetch", "Fetched"),
+    "MID_STREAM": ("agentcore.providers.errors", "MID_STREAM"),
+    "error_from_payload": ("agentcore.providers.errors", "error_from_payload"),
+    "EventTuple": ("agentcore.providers.sse", "EventTuple"),
+    "HttpCall": ("agentcore.providers.wire", "HttpCall"),
+    "StreamDecoder": ("agentcore.providers.wire", "StreamDecoder"),
+    "Translator": ("agentcore.providers.wire", "Translator"),
+    "Wire": ("agentcore.providers.wire", "Wire"),
+    "fast_loads": ("agentcore.providers.wire", "fast_loads"),
+    "not_carried": ("agentcore.providers.wire", "not_carried"),
+    "read_usage": ("agentcore.providers.wire", "read_usage"),
+    "resolve_key": ("agentcore.providers.wire", "resolve_key"),
+    "Participants": ("agentcore.providers.xml_transcript", "Participants"),
+    "xml_request_body": ("agentcore.providers.xml_transcript", "format_request"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The driver-side names (`_LAZY`), imported on first use."""
+    """The driver-side names and the bulk fetcher (`_LAZY`), imported on first use."""
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

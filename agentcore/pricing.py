@@ -73,6 +73,10 @@ class Pricer:
         `emit_now`: the ``inference:unpriced`` warning trace)."""
         self.warned: set[str] = set()
         self._genai: Any = None
+        self._not_in_table: set[tuple[str, str]] = set()
+        """(provider, model) pairs the table has no price for: not searched again (a miss
+        walks the whole table, ~0.1 ms, on every call of such a model)."""
+        self._loading: asyncio.Future[Any] | None = None
 
     def _override(self, provider: str, model: str) -> PriceSettings | None:
         config = self.providers.get(provider)
@@ -86,9 +90,21 @@ class Pricer:
         return self._genai is None and not free and self._override(provider, model) is None
 
     async def load(self) -> None:
-        """Import genai-prices off the event loop (its first price loads its table)."""
-        if self._genai is None:
-            self._genai = await asyncio.to_thread(_import_genai_prices)
+        """Import genai-prices off the event loop (its first price loads its table), once:
+        the calls that end while it loads wait for that one import. (A thousand streams
+        ending together each queued a thread job of their own, ~2 KB a call held.)"""
+        if self._genai is not None:
+            return
+        loading = self._loading
+        if loading is None:
+            loading = self._loading = asyncio.ensure_future(asyncio.to_thread(_import_genai_prices))
+            loading.add_done_callback(self._loaded)
+        # A waiter cancelled does not cancel the others' import.
+        self._genai = await asyncio.shield(loading)
+
+    def _loaded(self, loading: asyncio.Future[Any]) -> None:
+        if loading.cancelled() or loading.exception() is not None:
+            self._loading = None  # the next call tries again
 
     def cost_of(
         self, provider: str, models: tuple[str, ...], usage: Usage, when: datetime | None = None
@@ -103,7 +119,9 @@ class Pricer:
         if config is not None and config.kind in FREE_KINDS:
             return Decimal(0)
         for model in dict.fromkeys(models):
-            found = self._table_cost(config, model, usage, when)
+            if (provider, model) in self._not_in_table:
+                continue
+            found = self._table_cost(provider, config, model, usage, when)
             if found is not None:
                 return found
         key = f"{provider}:{models[0]}"
@@ -121,7 +139,12 @@ class Pricer:
         return None
 
     def _table_cost(
-        self, config: ProviderSettings | None, model: str, usage: Usage, when: datetime | None
+        self,
+        provider: str,
+        config: ProviderSettings | None,
+        model: str,
+        usage: Usage,
+        when: datetime | None,
     ) -> Decimal | None:
         if self._genai is None:
             self._genai = _import_genai_prices()
@@ -143,6 +166,7 @@ class Pricer:
                 asked, model, genai_request_timestamp=when or datetime.now(UTC), **where
             )
         except LookupError:
+            self._not_in_table.add((provider, model))
             return None
         except Exception:  # the table's own trouble never fails an inference: unpriced
             logger.opt(exception=True).debug("genai-prices could not price {}", model)

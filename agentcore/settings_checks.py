@@ -12,7 +12,6 @@ the MCPL grants can all use it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from types import NoneType, UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -34,6 +33,8 @@ def closest(word: str, known: Iterable[str]) -> str | None:
     for candidate in candidates:
         if candidate.lower() == word.lower():
             return candidate
+    import difflib  # only for a name that is wrong: a good settings file never loads it
+
     found = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return found[0] if found else None
 

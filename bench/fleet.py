@@ -22,9 +22,11 @@
    same run: what one round trip costs this machine with each client, below which no
    store design gets. Its p99 is `floor_evalsha_p99_ms` (redis-py, the client kept).
    With the budget claims added (plugin `budget`: a server's and a provider's budget,
-   never reached, the model priced in the settings), the same 200 calls in flight: the
-   admission step still makes one store operation, now with two more claims; the same
-   target holds (issue 26).
+   never reached, the model priced in the settings), the same 200 calls in flight, each
+   ending with a priced reply (its claims settle a real cost): the admission step still
+   makes one store operation, now with two more claims; the same target holds (issue 26).
+   Beside them, CPU per call in this process and in redis-server, which a noisy machine
+   moves much less than the latencies.
 3. Calls a 3-replica fleet sends to a provider during a 2 s hold after one 429: three
    kernels (replicas), one gets the 429, then every replica sends calls through the
    hold. Target with Redis: 0; the memory backend's count (each replica holds alone)
@@ -58,7 +60,15 @@ from agentcore_rate_limit import RateLimit
 
 from agentcore.fleet import admit_script
 from agentcore.fleet.claims import SLOTS, WINDOW, Claim
-from agentcore.inference import InferenceError, Message, Request
+from agentcore.inference import (
+    InferenceError,
+    Message,
+    Request,
+    Response,
+    StopInfo,
+    TextBlock,
+    Usage,
+)
 from agentcore.inference.calls import Attempt, Inference
 from agentcore.kernel import Kernel
 from agentcore.mcpl.host import settle_garbage_collector
@@ -74,7 +84,11 @@ BUDGETS = (
     "[providers.fake.models.m1]\nprice = { input = 1.0, output = 1.0 }\n"
     "[budget.servers.bench]\nmax_usd = 1e12\n[budget.providers.fake]\nmax_usd = 1e12\n"
 )
-"""Two budgets every bench call falls under, never reached (with `--budget` rows)."""
+"""Two budgets every bench call falls under, never reached (the budget rows)."""
+PRICED = Response(
+    [TextBlock("ok")], StopInfo("end_turn"), Usage(20, 100), "m1", "m1", cost_usd=0.00012
+)
+"""How each call of the budget rows ends: a reply with a cost, which its claims settle."""
 
 
 def settings(
@@ -146,9 +160,12 @@ async def redis_cpu_s(url: str) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-async def admission_costs(kernel: Kernel, seconds: float, burst: bool) -> list[float]:
+async def admission_costs(
+    kernel: Kernel, seconds: float, burst: bool, reply: Response | None = None
+) -> list[float]:
     """Seconds per call (admission and attempt end), `CONCURRENCY` calls in flight: calls
-    lasting 0.5-1.5 s back to back, or (`burst`) rounds of calls all admitted at once."""
+    lasting 0.5-1.5 s back to back, or (`burst`) rounds of calls all admitted at once.
+    Each attempt ends with `reply` (None: with no reply)."""
     request = Request("fake:m1", [Message.user("hi")], metadata={"serverId": "bench"})
     costs: list[float] = []
     ids = iter(range(10**9))
@@ -163,7 +180,7 @@ async def admission_costs(kernel: Kernel, seconds: float, burst: bool) -> list[f
         await asyncio.sleep(in_flight_s)
         ending = time.perf_counter()
         await kernel.hooks.attempt_end(attempt, None)
-        kernel.admission.release(attempt, None, None)
+        kernel.admission.release(attempt, reply, None)
         costs.append(admitted - started + time.perf_counter() - ending)
 
     await calls(one, deadline, burst)
@@ -298,11 +315,16 @@ async def main(seconds: float, as_json: bool) -> int:
                     stop_counting()
                     counted.redis_cpu_s = await redis_cpu_s(redis.url) - redis_cpu
         budgeted: dict[str, list[float]] = {}
+        budget_counts: dict[str, Counts] = {}
         for backend in ("memory", "redis"):
             path = settings(folder, backend, redis.url, uuid.uuid4().hex, f"b-{backend}", True)
             async with load(path, ScriptedProvider()) as kernel:
-                await admission_costs(kernel, 0.5, burst=True)
-                budgeted[backend] = await admission_costs(kernel, seconds, False)
+                await admission_costs(kernel, 0.5, True, PRICED)
+                counted = budget_counts[backend] = Counts()
+                cpu, redis_cpu = time.process_time(), await redis_cpu_s(redis.url)
+                budgeted[backend] = await admission_costs(kernel, seconds, False, PRICED)
+                counted.cpu_s = time.process_time() - cpu
+                counted.redis_cpu_s = await redis_cpu_s(redis.url) - redis_cpu
         floors = {
             "redis-py": await floor_redis_py(redis.url, seconds),
             "coredis": await floor_coredis(redis.url, seconds),
@@ -337,9 +359,11 @@ async def main(seconds: float, as_json: bool) -> int:
     print("  with the budget claims added (a server's and a provider's budget):")
     b = {k: {q: percentile(v, q) * 1000 for q in (50, 99)} for k, v in budgeted.items()}
     for backend in ("memory", "redis"):
+        n, counted = len(budgeted[backend]), budget_counts[backend]
         print(
             f"    {backend:7} p50 {b[backend][50]:8.3f} ms   p99 {b[backend][99]:8.3f} ms"
-            f"   ({len(budgeted[backend])} calls)"
+            f"   CPU/call {counted.cpu_s / n * 1000:.3f} ms (redis-server "
+            f"{counted.redis_cpu_s / n * 1000:.3f} ms)   ({n} calls)"
         )
     budget_added = b["redis"][99] - b["memory"][99]
     verdict = "ok" if budget_added <= TARGET_P99_ADDED_MS else "over"
@@ -374,6 +398,12 @@ async def main(seconds: float, as_json: bool) -> int:
             "budget_redis_p99_added_ms": round(budget_added, 4),
             "budget_redis_p99_ms": round(b["redis"][99], 4),
             "budget_memory_p99_ms": round(b["memory"][99], 4),
+            "budget_cpu_per_call_ms": {
+                k: round(c.cpu_s / len(budgeted[k]) * 1000, 4) for k, c in budget_counts.items()
+            },
+            "budget_redis_server_cpu_per_call_ms": round(
+                budget_counts["redis"].redis_cpu_s / len(budgeted["redis"]) * 1000, 4
+            ),
             "concurrency": CONCURRENCY,
             "load_average_1m": round(os.getloadavg()[0], 2),
         }

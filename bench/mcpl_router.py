@@ -30,7 +30,12 @@ then agentcore's p99, CPU per chunk and RSS per stream as ratios to the relay's 
 CPU 1.1x, RSS per stream 1.5x, idle RSS at most 40 MB, printed with the floor of the
 libraries serve starts with, `library_floor_mb`), and, between consecutive sizes, the RSS
 per stream from the peaks' difference and the CPU per chunk from the runs' difference,
-both free of what a run loads once (`serve` imports aiohttp at its first provider call).
+both free of what a run loads once (`serve` imports aiohttp at its first provider call);
+and, with both hosts, the HTTP client's share of a stream: the RSS per open streamed
+response of aiohttp as the providers' driver configures it and of a bare
+`asyncio.open_connection`, 1,000 at once in fresh processes (``--client-rss``), with the
+floor the difference puts under the RSS-per-stream ratio while providers stream over aiohttp
+(the relay's per stream plus aiohttp's extra, over the relay's).
 The server's bound on requests in
 flight (`max_requests_in_flight`) is set to N: the bench sends them all at once. Every
 request must be answered with a result and exactly its chunks, in order, by either host.
@@ -405,6 +410,135 @@ def library_floor_mb() -> float:
     return int(line.split()[1]) / 1024
 
 
+CLIENT_STREAMS = 1000
+
+
+def run_client_rss(kind: str, url: str, n: int) -> int:
+    """``--client-rss KIND URL N``: open N streamed POSTs to the loopback provider at once,
+    read each one's head and first bytes, and print the RSS they added, in KB a stream:
+    with ``asyncio`` a bare `asyncio.open_connection` (the relay's way), with ``aiohttp``
+    a `ClientSession` as the providers' driver configures it (pooled connector, its
+    timeouts, no cookie jar, the trace config that sees a pooled connection reused)."""
+    import urllib.parse
+
+    key = os.environ["LOOPBACK_API_KEY"]
+    body = json.dumps(
+        {
+            "model": "claude-bench",
+            "max_tokens": 256,
+            "stream": True,
+            "messages": [{"role": "user", "content": marker(0)}],
+        }
+    ).encode()
+    headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    parts = urllib.parse.urlsplit(url)
+
+    async def main() -> float:
+        opened: list[Any] = []
+        closers: list[Any] = []
+        if kind == "aiohttp":
+            import aiohttp
+
+            from agentcore.providers.stale import reuse_tracing
+
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0),
+                timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=600),
+                headers={**headers, "content-type": "application/json"},
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trace_configs=[reuse_tracing()],
+            )
+
+            async def one() -> None:
+                response = await session.post(url, data=body, allow_redirects=False)
+                await response.content.readany()
+                opened.append(response)
+                closers.append(response.close)
+        else:
+            head = (
+                f"POST {parts.path} HTTP/1.1\r\nhost: {parts.netloc}\r\n"
+                + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                + f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+            ).encode()
+
+            async def one() -> None:
+                reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+                writer.write(head + body)
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.read(1 << 16)
+                opened.append(reader)
+                closers.append(writer.close)
+
+        await asyncio.gather(*(one() for _ in range(20)))  # what the first ones load
+        for close in closers:
+            close()
+        opened.clear()
+        closers.clear()
+        await asyncio.sleep(0.2)
+        before = rss_kb(os.getpid(), "VmRSS")
+        await asyncio.gather(*(one() for _ in range(n)))
+        added = (rss_kb(os.getpid(), "VmRSS") - before) / n
+        for close in closers:
+            close()
+        return added
+
+    print(f"{asyncio.run(main()):.2f}")
+    return 0
+
+
+def client_rss_kb(provider: Any, kind: str, n: int = CLIENT_STREAMS) -> float:
+    """What `run_client_rss` measures, in a fresh process, against calls the loopback
+    provider holds open after their first text (a stall, until the client leaves)."""
+    import subprocess
+
+    from agentcore.testing import Scenario
+
+    provider.reset()
+    for _ in range(n + 20):
+        provider.script(Scenario.stall("w0 "), provider="lb")  # then silent until we leave
+    url = provider.base_url("anthropic", "lb") + "/v1/messages"
+    done = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--client-rss", kind, url, str(n)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    provider.reset()
+    return float(done.stdout.split()[-1])
+
+
+def client_kbs(provider: Any) -> dict[str, float]:
+    """Each client's RSS per open streamed response, the median of 3 fresh processes."""
+    return {
+        kind: statistics.median(client_rss_kb(provider, kind) for _ in range(3))
+        for kind in ("asyncio", "aiohttp")
+    }
+
+
+def client_floor(clients: dict[str, float], by_size: dict[int, dict[str, dict[str, Any]]]) -> None:
+    """The floor under agentcore's RSS per stream while its providers stream over aiohttp:
+    the relay's own (between the two largest sizes) plus what aiohttp's client state holds
+    per open response beyond the relay's bare connection, as a ratio to the relay's."""
+    extra = clients["aiohttp"] - clients["asyncio"]
+    text = (
+        f"HTTP client per open streamed response ({CLIENT_STREAMS} at once, medians of 3): "
+        f"asyncio.open_connection {clients['asyncio']:.1f} KB, aiohttp as the driver "
+        f"configures it {clients['aiohttp']:.1f} KB"
+    )
+    sizes = sorted(n for n in by_size if "relay" in by_size[n])
+    if len(sizes) >= 2:
+        small, large = by_size[sizes[-2]]["relay"], by_size[sizes[-1]]["relay"]
+        relay = (large["rss_mb"] - small["rss_mb"]) * 1024 / (sizes[-1] - sizes[-2])
+        if relay > 0:
+            text += (
+                f"; the relay plus aiohttp's extra {extra:.1f} KB is "
+                f"{(relay + extra) / relay:.2f}x the relay's RSS per stream: the floor of that "
+                "ratio while providers stream over aiohttp (target 1.5x)"
+            )
+    print(text)
+
+
 class Unfinished(Exception):
     """A size that did not finish: reported, and the next size is run."""
 
@@ -460,6 +594,7 @@ def run_size(args: Any, host: str, n: int, provider: Any, directory: str) -> dic
                     }
                 },
                 "routing": {"default": "lb:claude-bench"},
+                "request_deadline_s": args.timeout,  # valgrind runs are slow (mcpl_instructions)
             },
         },
     )
@@ -705,7 +840,10 @@ def main() -> int:
                     f"(target 1.5x), idle RSS {ours['idle_mb']:.1f} MB (target 40; "
                     f"the libraries' floor {floor_mb:.1f} MB)"
                 )
+        clients = client_kbs(provider) if len(hosts) == 2 else None
     marginal(by_size)
+    if clients is not None:
+        client_floor(clients, by_size)
     if failed:
         print("failed: a host did not answer every request with a result and its chunks")
     if failed or missed:
@@ -718,4 +856,6 @@ if __name__ == "__main__":
         raise SystemExit(run_server())
     if sys.argv[1:2] == ["--relay"]:
         raise SystemExit(run_relay(sys.argv[2]))
+    if sys.argv[1:2] == ["--client-rss"]:
+        raise SystemExit(run_client_rss(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     raise SystemExit(main())

@@ -20,7 +20,6 @@ import datetime as dt
 import json
 import re
 import secrets
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -210,6 +209,8 @@ def display(text: str, limit: int = LABEL_CHARS) -> str:
     """A server-supplied string as it may appear in a stub: control, format (bidi
     overrides, zero-width) and separator characters removed, then cut to `limit`
     characters with the truncation marked (§19 "Stub bounds", vectors 17, 18)."""
+    import unicodedata  # here: an idle host that shows no stub never loads its table
+
     head = text[: limit * 4]  # bounded work whatever the input's length
     clean = "".join(ch for ch in head if unicodedata.category(ch)[0] not in "CZ" or ch == " ")
     if len(clean) > limit or len(text) > len(head):

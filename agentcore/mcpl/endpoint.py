@@ -28,8 +28,6 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 
-from yarl import URL
-
 SCHEMES = ("mcpl", "ws", "wss")
 _PARTS = re.compile(r"(?P<authority>[^/?]*)(?P<path>[^?]*)(?:\?(?P<query>.*))?\Z", re.DOTALL)
 _DOT_SEGMENT = re.compile(r"^(?:\.|%2e){1,2}$", re.IGNORECASE)
@@ -85,6 +83,8 @@ def _normalize(scheme: str, rest: str) -> str:
         raise EndpointError("has an empty authority (scheme:///...): it names no host")
     if any(_DOT_SEGMENT.match(segment) for segment in path.split("/")):
         raise EndpointError("has a . or .. path segment, which would retarget it")
+    from yarl import URL  # here, not at import: an idle host that dials no URL never loads it
+
     try:
         url = URL(f"{scheme}://{authority}")
         host = url.raw_host

@@ -3,7 +3,11 @@
 aiohttp (WebSocket MCPL servers, HTTP providers), pydantic-settings (``AGENTCORE_*``
 overrides) and the OpenTelemetry API and SDK (an export) are each several MB of a
 process's memory; a kernel with every default plugin, started with stdio servers only,
-no override and no export, must not have loaded them. Each check runs in a fresh
+no override and no export, must not have loaded them. Nor the smaller ones a run may never
+need: yarl (with idna and multidict, ~1 MB: a ``ws://`` server URL's check), tenacity (the
+retry backoff, at a first failed attempt), `html` (its entity table, ~0.4 MB: an
+injected resource's label), `unicodedata` (a §19 stub's label) and `difflib` (a misspelt
+settings key's suggestion). Each check runs in a fresh
 interpreter, as `serve` does: this one has imported all of them already.
 """
 
@@ -16,6 +20,7 @@ import sys
 from pathlib import Path
 
 LAZY = ("aiohttp", "pydantic_settings", "opentelemetry.trace", "opentelemetry.sdk")
+LAZY += ("yarl", "tenacity", "html", "unicodedata", "difflib")
 
 PROBE = """
 import asyncio, json, sys

@@ -4,13 +4,16 @@ worst case a budget reserves, and genai-prices left unimported when the settings
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
 from decimal import Decimal
 from typing import Any
 
 import genai_prices
 
+import agentcore.pricing
 from agentcore.inference import Response, StopInfo, Usage
 from agentcore.pricing import Pricer
 from agentcore.settings import ProviderSettings
@@ -55,6 +58,32 @@ async def test_a_model_the_table_knows() -> None:
     assert cost == float(table.total_price) and cost > 0
 
 
+async def test_calls_ending_together_share_one_import_of_the_table(monkeypatch: Any) -> None:
+    """Many streams ending while genai-prices loads: one import in one thread, the others
+    wait for it (each used to queue a thread job of its own, held until it ran)."""
+    started, release = threading.Event(), threading.Event()
+    imports: list[int] = []
+
+    def slow_import() -> Any:
+        imports.append(1)
+        started.set()
+        release.wait(30)
+        return genai_prices
+
+    monkeypatch.setattr(agentcore.pricing, "_import_genai_prices", slow_import)
+    pricer = Pricer(providers())
+    usage = Usage(1000, 50)
+    calls = [asyncio.ensure_future(pricer.cost("a", reply(usage, "gpt-4o"))) for _ in range(20)]
+    await asyncio.to_thread(started.wait, 30)
+    calls[0].cancel()  # a caller that leaves does not cancel the others' import
+    await asyncio.sleep(0)
+    release.set()
+    costs = await asyncio.gather(*calls[1:])
+    assert imports == [1]
+    assert pricer.needs_table("a", "gpt-4o") is False
+    assert len(set(costs)) == 1
+
+
 async def test_unpriced_is_none_with_one_warning_per_model() -> None:
     warned: list[tuple[str, dict[str, Any]]] = []
     pricer = Pricer(providers(), lambda type, **fields: warned.append((type, fields)))
@@ -65,6 +94,24 @@ async def test_unpriced_is_none_with_one_warning_per_model() -> None:
         ("inference:unpriced", "no-such-model-2", "warning"),
     ]
     assert await pricer.cost("e", reply(Usage(10, 10), "anything")) == 0.0  # echo: free
+
+
+async def test_a_model_the_table_lacks_is_searched_for_once(monkeypatch: Any) -> None:
+    """A miss walks the whole table: an unpriced model's later calls skip it."""
+    searched: list[str] = []
+    real = genai_prices.calc_price
+
+    def calc_price(usage: Any, model: str, **where: Any) -> Any:
+        searched.append(model)
+        return real(usage, model, **where)
+
+    monkeypatch.setattr(genai_prices, "calc_price", calc_price)
+    pricer = Pricer(providers())
+    for _ in range(3):
+        assert await pricer.cost("a", reply(Usage(10, 10), "no-such-model")) is None
+        assert await pricer.cost("a", reply(Usage(10, 10), "claude-sonnet-4-5")) is not None
+    assert searched.count("no-such-model") == 1
+    assert searched.count("claude-sonnet-4-5") == 3  # a price may change with the time
 
 
 def test_the_worst_case_is_every_input_token_at_its_dearest_rate() -> None:

@@ -12,10 +12,28 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from agentcore_budget import BUDGET_EXCEEDED, REFUSED_TRACE, input_bound
+import redis.asyncio as aioredis
+from agentcore_budget import BUDGET, BUDGET_EXCEEDED, REFUSED_TRACE, BudgetKind, input_bound
+from agentcore_budget.kind import KEEP_AFTER_WINDOW_MS, nano_usd, spent
 
-from agentcore.api import InferenceError, Message, Request, Response, StopInfo, TextBlock, Usage
+from agentcore.api import (
+    Claim,
+    ClaimRefusal,
+    InferenceError,
+    MediaBlock,
+    Message,
+    Request,
+    Response,
+    StopInfo,
+    TextBlock,
+    ThinkingBlock,
+    Tool,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
 from agentcore.testing import Kernel, ScriptedProvider, TraceRecorder
+from agentcore.testing.redis import RedisServer
 
 Load = Callable[..., Kernel]
 USAGE = Usage(10, 100)
@@ -157,3 +175,79 @@ async def test_three_replicas_and_200_concurrent_calls_never_spend_past_a_budget
     refusals = [s for s, c in results if c is None]
     assert len(refusals) > 0 and len(refusals) < 200
     assert len(scripted_provider.calls) == 200 - len(refusals)
+
+
+async def test_a_reservation_goes_back_once_and_only_from_its_holder(
+    load: Load, redis_server: RedisServer
+) -> None:
+    """The kind's own steps on each store: two holders reserve; a holder never granted
+    and a second give-back take nothing back; each give-back settles its real cost; the
+    last one wakes the key's waiters (so no replica keeps a key's event past its
+    window). On Redis both keys of a window expire a day after it, the holders' set
+    again when a take makes it anew."""
+    end_ms = 1_796_601_600_000  # 2026-12-07T00:00:00Z
+    claim = Claim(BUDGET, "server:s1:day:2026-12-06", (0.6, 250_000_000, end_ms))
+    async with load("[budget.servers.s1]\nmax_usd = 1.0") as kernel:
+        store = kernel.fleet
+        store.register_kinds([BudgetKind()])
+        expiries = _expiries(kernel, redis_server, claim.key)
+        assert await store.admit([claim], "a") == [0]
+        assert await store.admit([claim], "b") == [0]
+        assert await spent(store, claim.key) == (0.0, 0.5)
+        assert await expiries() in ([], [end_ms + KEEP_AFTER_WINDOW_MS] * 2)
+        refusal = await store.admit([claim], "c")
+        assert isinstance(refusal, ClaimRefusal) and refusal.detail == BUDGET
+        assert float(refusal.info or "nan") == 0.5
+        await store.release([claim], "c", [(0.1,)])  # refused: holds nothing
+        await store.release([claim], "a", [(0.1,)])
+        await store.release([claim], "a", [(0.1,)])  # given back twice: once
+        assert await spent(store, claim.key) == (pytest.approx(0.1), 0.25)
+        woken = store.changed(claim.key)
+        await store.release([claim], "b", [(0.05,)])
+        await asyncio.wait_for(woken.wait(), 10)
+        assert await spent(store, claim.key) == (pytest.approx(0.15), 0.0)
+        assert await store.admit([claim], "d") == [0]  # no holder left: the set is new
+        assert await expiries() in ([], [end_ms + KEEP_AFTER_WINDOW_MS] * 2)
+
+
+def _expiries(kernel: Kernel, redis_server: RedisServer, key: str) -> Callable[[], Any]:
+    """When each Redis key of a budget `key` expires (ms); none on the memory store."""
+    fleet = kernel.settings.fleet
+
+    async def read() -> list[int]:
+        if fleet.backend != "redis":
+            return []
+        client = aioredis.Redis.from_url(redis_server.url)
+        try:
+            names = [f"{{{fleet.key_prefix}}}:{f}:{key}" for f in BudgetKind.redis_keys]
+            return [await client.pexpiretime(name) for name in names]
+        finally:
+            await client.aclose()
+
+    return read
+
+
+def test_the_input_bound_counts_every_byte_of_every_block() -> None:
+    """Every string counts its UTF-8 bytes (not its characters), a tool call's input and a
+    tool's schema their JSON, in every kind of block: none is under-counted, and the
+    framing added stays small."""
+    text = "naïve café, 東京 " * 40
+    utf8 = len(text.encode())
+    assert utf8 > len(text)
+    data = "iVBORw0KGgo" * 20
+    blocks = [
+        TextBlock(text),
+        ThinkingBlock(text, "sig"),
+        ToolUseBlock("t1", "lookup", {"q": text}),
+        ToolResultBlock("t1", text),
+        MediaBlock("image/png", data),
+    ]
+    tool = Tool("lookup", text, {"type": "object", "description": text})
+    request = Request("fake:m1", [Message("user", blocks)], system=text, tools=[tool])
+    at_least = 7 * utf8 + len("sig") + len(data)  # system, 4 blocks, the tool twice
+    assert at_least <= input_bound(request) <= at_least + 400
+
+
+def test_a_reservation_is_whole_nano_usd_never_below_the_worst_case() -> None:
+    assert [nano_usd(x) for x in (0.0, 1e-12, 0.25, 1e-9 * 3.5)] == [0, 1, 250_000_000, 4]
+    assert all(nano_usd(x) / 1e9 >= x for x in (0.1, 0.3, 1 / 3, 123.456789123, 7e-7))

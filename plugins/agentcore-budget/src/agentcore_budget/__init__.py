@@ -24,7 +24,7 @@ import functools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -44,15 +44,18 @@ from agentcore.api import (
     Scalar,
     Section,
     SettingsSection,
+    TextBlock,
     hookimpl,
 )
-from agentcore_budget.kind import BUDGET, BudgetKind, spent
+from agentcore_budget.kind import BUDGET, NANO, BudgetKind, nano_usd, spent
 
 REFUSED_TRACE = "budget:refused"
 BUDGET_EXCEEDED = "budget_exceeded"
 """`InferenceError.code` of a call a budget refused."""
 PER_MESSAGE_TOKENS = 16
 """Added per message (and once for the request) to the input bound: role and framing."""
+PER_BLOCK_TOKENS = 8
+"""Added per content block and per tool to the input bound: its framing."""
 
 Window = Literal["hour", "day", "month"]
 
@@ -94,24 +97,38 @@ def window_of(window: Window, now: float) -> tuple[str, datetime, datetime]:
 RATE_PROBE = 1_000_000
 """Tokens at which a model's per-token rates are read (past every published price tier)."""
 MAX_RATES = 1024
-"""Models' rates kept at once; a new window or model beyond it starts the table afresh."""
+"""Models' rates kept at once in a window; a model beyond it starts the table afresh."""
 
 
 def input_bound(request: Request) -> int:
-    """An upper bound on the request's input tokens: its bytes, and some per message."""
-    size = len((request.system or "").encode()) + PER_MESSAGE_TOKENS
+    """An upper bound on the request's input tokens: the UTF-8 bytes of its text (no
+    tokenizer makes fewer tokens than bytes), and some per message, block and tool.
+    Counted from the strings themselves, not from a serialised copy of the conversation
+    on every call: an ASCII string's size is its length."""
+    size = _size(request.system) + PER_MESSAGE_TOKENS
     for tool in request.tools:
-        size += len(json.dumps([tool.name, tool.description, tool.input_schema]).encode())
+        size += PER_BLOCK_TOKENS + _size(tool.name) + _size(tool.description)
+        size += _size(tool.input_schema)
     for message in request.messages:
         size += PER_MESSAGE_TOKENS
         for block in message.content:
-            size += len(json.dumps(_fields(block), ensure_ascii=False).encode())
+            if type(block) is TextBlock:  # most blocks: its text and its type's name
+                text = block.text
+                size += PER_BLOCK_TOKENS + 4 + (len(text) if text.isascii() else _size(text))
+                continue
+            size += PER_BLOCK_TOKENS
+            for name in block.__slots__:
+                size += _size(getattr(block, name, None))
     return size
 
 
-def _fields(block: object) -> Any:
-    slots = getattr(block, "__slots__", ())
-    return [str(getattr(block, name, "")) for name in slots]
+def _size(value: object) -> int:
+    """UTF-8 bytes of a block's field: a string's own, anything else's as JSON."""
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode())
+    if value is None or isinstance(value, bool | int | float):
+        return 8
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +140,32 @@ class Scope:
 
     def key(self, window: str, window_id: str) -> str:
         return f"{self.name}:{window}:{window_id}"
+
+
+Scoped = tuple[tuple[Scope, str], ...]
+"""The budgets a call falls under, each with its claim key in the current window."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The current UTC window and what every call in it shares, made once per window (not
+    on every call): its claim keys per kind of call, its models' per-token rates."""
+
+    id: str
+    start_s: float
+    end_s: float
+    end: datetime
+    end_ms: int
+    scoped: dict[tuple[str | None, str], Scoped] = field(default_factory=dict)
+    """(the call's server when it has a budget, else None; its provider) -> its budgets."""
+    rates: dict[tuple[str, str], tuple[float, float] | None] = field(default_factory=dict)
+    """(provider, model) -> USD per input token and per output token (None: unpriced)."""
+
+    @classmethod
+    def of(cls, window: Window, now: float) -> _Window:
+        window_id, start, end = window_of(window, now)
+        end_ms = int(end.timestamp() * 1000)
+        return cls(window_id, start.timestamp(), end.timestamp(), end, end_ms)
 
 
 def _money(value: float) -> str:
@@ -138,8 +181,7 @@ class Budget:
         self.settings = BudgetSettings()
         self._context: PluginContext[BudgetSettings] | None = None
         self._pricer: Pricer | None = None
-        self._rates: dict[tuple[str, str, str], tuple[float, float] | None] = {}
-        """(provider, model, window id) -> USD per input token and per output token."""
+        self._window: _Window | None = None
 
     @hookimpl
     def agentcore_settings(self) -> SettingsSection:
@@ -153,63 +195,80 @@ class Budget:
         if self.settings.servers or self.settings.providers:
             context.add_claim_kind(BudgetKind())
 
+    def _current(self) -> _Window:
+        """The window the clock is in, made anew only when it leaves the last one."""
+        now = self.clock()
+        window = self._window
+        if window is None or not window.start_s <= now < window.end_s:
+            window = self._window = _Window.of(self.settings.window, now)
+        return window
+
+    def _scoped(self, attempt: Attempt, window: _Window) -> Scoped:
+        """The budgets `attempt` falls under (its server's, its provider's), with their
+        claim keys in `window`: made once per window and kind of call."""
+        named = attempt.inference.metadata.get("serverId")
+        server = None if named is None or str(named) not in self.settings.servers else str(named)
+        found = window.scoped.get((server, attempt.provider))
+        if found is None:
+            scopes = []
+            if server is not None:
+                scopes.append(Scope(f"server:{server}", self.settings.servers[server]))
+            if attempt.provider in self.settings.providers:
+                limit = self.settings.providers[attempt.provider]
+                scopes.append(Scope(f"provider:{attempt.provider}", limit))
+            kind = self.settings.window
+            found = tuple((scope, scope.key(kind, window.id)) for scope in scopes)
+            window.scoped[server, attempt.provider] = found
+        return found
+
     def scopes(self, attempt: Attempt) -> list[Scope]:
         """The budgets `attempt` falls under: its server's, its provider's."""
-        found: list[Scope] = []
-        server = attempt.inference.metadata.get("serverId")
-        if server is not None and str(server) in self.settings.servers:
-            found.append(Scope(f"server:{server}", self.settings.servers[str(server)]))
-        if attempt.provider in self.settings.providers:
-            limit = self.settings.providers[attempt.provider]
-            found.append(Scope(f"provider:{attempt.provider}", limit))
-        return found
+        return [scope for scope, _ in self._scoped(attempt, self._current())]
 
     @hookimpl
     async def on_admission_claims(self, attempt: Attempt) -> list[Claim] | None:
-        scopes = self.scopes(attempt)
-        if not scopes or self._pricer is None:
+        window = self._current()
+        scoped = self._scoped(attempt, window)
+        if not scoped or self._pricer is None:
             return None
-        pricer = self._pricer
-        if pricer.needs_table(attempt.provider, attempt.model):
-            await pricer.load()
-        window_id, _, end = window_of(self.settings.window, self.clock())
-        worst = self._worst_case(pricer, attempt, window_id)
+        worst = await self._worst_case(self._pricer, attempt, window)
         if worst is None:
             if self.settings.on_unpriced == "allow":
                 worst = 0.0
             else:
-                raise self._unpriced(attempt, scopes[0], end)
-        claims = []
-        for scope in scopes:
-            claims.append(
-                Claim(
-                    BUDGET,
-                    scope.key(self.settings.window, window_id),
-                    (scope.limit.max_usd, worst, int(end.timestamp() * 1000)),
-                    max_wait_s=0.0,
-                    max_wait_setting="[budget]",
-                    refused=functools.partial(self._refused, attempt, scope, end),
-                    settle=_settle,
-                )
+                raise self._unpriced(attempt, scoped[0][0], window.end)
+        reserved = nano_usd(worst)
+        return [
+            Claim(
+                BUDGET,
+                key,
+                (scope.limit.max_usd, reserved, window.end_ms),
+                max_wait_s=0.0,
+                max_wait_setting="[budget]",
+                refused=functools.partial(self._refused, attempt, scope, window.end),
+                settle=_settle,
             )
-        return claims
+            for scope, key in scoped
+        ]
 
-    def _worst_case(self, pricer: Pricer, attempt: Attempt, window_id: str) -> float | None:
+    async def _worst_case(self, pricer: Pricer, attempt: Attempt, window: _Window) -> float | None:
         """The most `attempt` could cost (None: unpriced), from per-token rates priced once
         per model and window: pricing on every call costs ~0.1 ms each time through
         genai-prices. The rates are taken at `RATE_PROBE` tokens, a tiered price's dearest
         tier, so the product stays an upper bound."""
-        key = (attempt.provider, attempt.model, window_id)
-        if key not in self._rates:
-            if len(self._rates) >= MAX_RATES:
-                self._rates.clear()
+        key = (attempt.provider, attempt.model)
+        if key not in window.rates:
+            if pricer.needs_table(attempt.provider, attempt.model):
+                await pricer.load()
+            if len(window.rates) >= MAX_RATES:
+                window.rates.clear()
             top_in = pricer.worst_case(attempt.provider, attempt.model, RATE_PROBE, 0)
             top = pricer.worst_case(attempt.provider, attempt.model, RATE_PROBE, RATE_PROBE)
             rates = None
             if top_in is not None and top is not None:
                 rates = (top_in / RATE_PROBE, (top - top_in) / RATE_PROBE)
-            self._rates[key] = rates
-        rates = self._rates[key]
+            window.rates[key] = rates
+        rates = window.rates[key]
         if rates is None:
             return None
         request = attempt.inference.request
@@ -225,7 +284,7 @@ class Budget:
             f"Budget {scope.name} ([budget.{scope.name.replace(':', 's.', 1)}] max_usd) has no"
             f" room for this call: {_money(used)} of {_money(scope.limit.max_usd)} spent this"
             f" {window} (calls in flight included), and it may cost up to"
-            f" {_money(float(refusal.claim.args[1]))}; the {window} resets at"
+            f" {_money(int(refusal.claim.args[1]) / NANO)}; the {window} resets at"
             f" {end.isoformat().replace('+00:00', 'Z')}"
         )
         data = {

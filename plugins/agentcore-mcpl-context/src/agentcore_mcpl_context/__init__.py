@@ -34,16 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pydantic import Field
 
 from agentcore.api import (
-    BulkFetcher,
     BulkReference,
     ConnectionClosed,
-    Fetched,
     Inference,
     Injection,
     McplError,
@@ -68,6 +66,9 @@ from agentcore_mcpl_context.wire import (
     may_observe,
     takes_hooks,
 )
+
+if TYPE_CHECKING:
+    from agentcore.api import BulkFetcher, Fetched
 
 DEFAULT_HOOK_TIMEOUT_S = 5.0  # SPEC §10.6's recommendation
 BULK_TRACE = "mcpl:bulk_reference"
@@ -99,7 +100,12 @@ class McplContext:
     @hookimpl
     def agentcore_start(self, context: PluginContext[ContextSettings]) -> None:
         self._context = context
-        self._fetcher = BulkFetcher(context.bulk) if context.bulk.fetch else None
+        if context.bulk.fetch:  # off by default: the fetcher's module loads only when on
+            from agentcore.api import BulkFetcher
+
+            self._fetcher = BulkFetcher(context.bulk)
+        else:
+            self._fetcher = None
 
     @hookimpl
     def agentcore_mcpl_capabilities(self) -> dict[str, Any]:

@@ -20,17 +20,15 @@ import asyncio
 import base64
 import binascii
 import functools
-import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from agentcore.api import (
     POSITIONS,
     BulkReference,
     ConnectionClosed,
     EncodedParams,
-    Fetched,
     InjectedBlock,
     Injection,
     McplError,
@@ -47,6 +45,9 @@ from agentcore.api import (
     withheld_block,
 )
 from agentcore_mcpl_context.events import Pending
+
+if TYPE_CHECKING:
+    from agentcore.api import Fetched  # the bulk fetcher loads at its first use
 
 BEFORE_INFERENCE = "context/beforeInference"
 LIFECYCLE = "inference/lifecycle"
@@ -371,8 +372,8 @@ def fetched_block(
     carries its observed type. None: it stays a stub."""
     reference, mime_type = fetched.reference, fetched.mime_type or ""
     if mime_type.startswith("text/") or mime_type.endswith("json"):
-        label = html.escape(reference.label or "", quote=True)
-        shown_type = html.escape(mime_type[:255], quote=True)  # §19: mimeType is 255 at most
+        label = _escape(reference.label or "")
+        shown_type = _escape(mime_type[:255])  # §19: mimeType is 255 at most
         opening = f'<resource ref="{reference.id}" name="{label}" type="{shown_type}">'
         return TextBlock(f"{opening}\n{fetched.data.decode('utf-8')}\n</resource>")
     if position == "system" or mime_type not in media_types:
@@ -455,10 +456,18 @@ def _is_base64(data: str) -> bool:
     return bool(data)
 
 
+def _escape(text: str) -> str:
+    """`html.escape` (quotes too), imported at its first use: the `html` package builds its
+    table of 2,231 named entities at import, about 0.4 MB an idle host would hold."""
+    import html
+
+    return html.escape(text, quote=True)
+
+
 def resource_text(uri: str, text: str) -> str:
     """An embedded text resource as the model reads it: its text inside a ``<resource>``
     element naming its URI, so the model can tell where it came from."""
-    return f'<resource uri="{html.escape(uri, quote=True)}">\n{text}\n</resource>'
+    return f'<resource uri="{_escape(uri)}">\n{text}\n</resource>'
 
 
 def lifecycle_params(

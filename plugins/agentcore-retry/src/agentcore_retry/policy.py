@@ -9,10 +9,13 @@ renamed its first argument in 9.2, and google-genai keeps tenacity below 9.2).
 
 from __future__ import annotations
 
-import tenacity
+from typing import TYPE_CHECKING
 
 from agentcore.api import PROGRESS_TIMEOUT, Decision, GiveUp, InferenceError, Retry
 from agentcore_retry.settings import RetrySettings, Schedule
+
+if TYPE_CHECKING:
+    import tenacity
 
 NEVER_RETRIED: frozenset[str] = frozenset(
     {"auth", "invalid_request", "context_length", "quota", "cancelled"}
@@ -29,6 +32,8 @@ def is_retryable(error: InferenceError) -> bool:
 def _state(
     schedule: Schedule, attempt_number: int
 ) -> tuple[tenacity.Retrying, tenacity.RetryCallState]:
+    import tenacity  # at the first failed attempt: a host whose calls succeed never loads it
+
     retrying = tenacity.Retrying(
         wait=tenacity.wait_exponential(multiplier=schedule.initial_delay_s)
         + tenacity.wait_random(0, schedule.jitter_s),

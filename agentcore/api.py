@@ -103,6 +103,7 @@ from agentcore.mcpl.bulk import BulkReference
 from agentcore.mcpl.bulk import is_reference as is_bulk_reference
 from agentcore.mcpl.bulk import read_reference as read_bulk_reference
 from agentcore.mcpl.bulk import withheld as withheld_block
+from agentcore.mcpl.chunks import ChunkStream
 from agentcore.mcpl.grants import is_granted
 from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
 from agentcore.mcpl.protocol import (
@@ -241,6 +242,7 @@ __all__ = [
     "BulkReference",
     "BulkSettings",
     "CachePoint",
+    "ChunkStream",
     "Claim",
     "ClaimCall",
     "ClaimKind",

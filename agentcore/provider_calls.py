@@ -113,37 +113,46 @@ class ProviderCalls:
             yield Failed(provider_failed(attempt, exc))
             return
         watchdog = self._watch(config.progress_timeout_s, config.request_timeout_s, attempt)
+        progress = watchdog.progress
         try:
-            while True:
-                if watchdog.expired is not None:
-                    yield watchdog.aborted()
-                    return
-                watchdog.waiting = True
-                try:
-                    event = await anext(events)
-                except StopAsyncIteration:
-                    yield Failed(no_terminal(attempt))
-                    return
-                except InferenceError as error:
-                    yield Failed(error)
-                    return
-                except Exception as exc:  # a provider bug still ends in one terminal
-                    yield Failed(provider_failed(attempt, exc))
-                    return
-                except asyncio.CancelledError:
-                    if watchdog.took_cancel():
+            # `async for`, not `anext()` per event: the pull is a good part of a chunk's
+            # cost. Only a pull is waited on (`waiting`: the watchdog may cancel it); a
+            # consumer closing this generator at a `yield` throws GeneratorExit, which
+            # none of the handlers below takes.
+            if watchdog.expired is not None:
+                yield watchdog.aborted()
+                return
+            watchdog.waiting = True
+            try:
+                async for event in events:
+                    watchdog.waiting = False
+                    if type(event) is Token:
+                        if event.visible:
+                            progress()
+                    elif isinstance(event, Complete | Failed | Aborted):
+                        yield event
+                        return
+                    yield event
+                    if watchdog.expired is not None:
                         yield watchdog.aborted()
                         return
-                    raise
-                finally:
-                    watchdog.waiting = False
-                if type(event) is Token:
-                    if event.visible:
-                        watchdog.progress()
-                elif isinstance(event, Complete | Failed | Aborted):
-                    yield event
+                    watchdog.waiting = True
+            except InferenceError as error:
+                watchdog.waiting = False
+                yield Failed(error)
+                return
+            except Exception as exc:  # a provider bug still ends in one terminal
+                watchdog.waiting = False
+                yield Failed(provider_failed(attempt, exc))
+                return
+            except asyncio.CancelledError:
+                watchdog.waiting = False
+                if watchdog.took_cancel():
+                    yield watchdog.aborted()
                     return
-                yield event
+                raise
+            watchdog.waiting = False
+            yield Failed(no_terminal(attempt))
         finally:
             self._unwatch(watchdog)
             await _aclose(events)

@@ -141,6 +141,17 @@ def _held_length(text: str) -> int:
     last = text[-1:]
     if not last or not (last.isspace() or last.lower() in _secret_characters):
         return 0
+    # The lookup below, without the fold, when the last two characters that are not
+    # whitespace are ASCII (lowercased one to one, no context): no start ends in them.
+    end = (text.rstrip() if last.isspace() else text)[-2:].lower()
+    if (
+        len(end) == 2
+        and end.isascii()
+        and not end[0].isspace()
+        and end not in _starts_by_end
+        and end[1] not in _starts_by_end
+    ):
+        return 0
     folded = _fold(text[-2 * _longest :])[-_longest:]
     n = 0
     for form, length in _starts_by_end.get(folded[-2:], ()):

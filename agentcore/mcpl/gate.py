@@ -224,12 +224,36 @@ class SessionHandle:
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification on this session; `ConnectionClosed` once it is gone,
         McplError -32002 for one the grant does not allow."""
-        if not self.live:
+        self._check(method)
+        await self._peer.notify(method, params)
+
+    def send_now(self, method: str, frame: str) -> bool:
+        """Send `frame`, a `method` notification already encoded (`ChunkStream`), if the
+        transport takes it without waiting; False: nothing sent, await `send`. Checked
+        and redacted as `notify` is, on every frame: the grant may narrow mid-stream."""
+        gate, peer = self._gate, self._peer
+        # `_check` in full only when the grant's memo does not answer at once: the gate
+        # decides a method once per policy in force (`check_outbound`).
+        if (
+            self._retired
+            or peer.closing
+            or gate._allowed_at != self._policy.revision
+            or method not in gate._allowed
+        ):
+            self._check(method)
+        return peer.send_now(frame)
+
+    async def send(self, method: str, frame: str) -> None:
+        """`send_now`, waiting for the transport when it must."""
+        self._check(method)
+        await self._peer.send_encoded(frame)
+
+    def _check(self, method: str) -> None:
+        if self._retired or self._peer.closing:
             raise ConnectionClosed(
                 f"mcpl server {self._name}: the session this request arrived on is gone"
             )
         self._gate.check_outbound(method)
-        await self._peer.notify(method, params)
 
 
 __all__ = ["Gate", "SessionHandle"]

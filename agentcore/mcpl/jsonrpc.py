@@ -351,6 +351,20 @@ class JsonRpcPeer:
             message["params"] = params
         await self._send(dumps(message))
 
+    def send_now(self, text: str) -> bool:
+        """Send an encoded notification (redacted here) if the transport takes it at once,
+        with no coroutine; False: nothing sent, `send_encoded` it. `ConnectionClosed`
+        once closing."""
+        if self._closing:
+            raise ConnectionClosed(f"{self.name}: {self.close_reason}")
+        return self._send_now(redact(text))
+
+    async def send_encoded(self, text: str) -> None:
+        """Send an encoded notification (redacted here), waiting for the transport."""
+        if self._closing:
+            raise ConnectionClosed(f"{self.name}: {self.close_reason}")
+        await self._send(text)
+
     async def _send(self, text: str) -> None:
         # Every frame passes the redaction boundary: an error or a chunk may quote a key.
         text = redact(text)

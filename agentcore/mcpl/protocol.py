@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agentcore.mcpl.bulk import BulkReference
+from agentcore.mcpl.chunks import ChunkStream
 
 # JSON-RPC 2.0
 PARSE_ERROR = -32700
@@ -99,6 +100,12 @@ class McplRequest:
         is cancelled, so a handler that catches the `CancelledError` can tell why; the
         request then gets no answer. Only `inference/request` can be cancelled."""
         return None if self.inbound is None else self.inbound.cancel_reason
+
+    def chunk_stream(self) -> ChunkStream:
+        """The back-channel of this request's `inference/chunk` notifications: numbered
+        from 0, redacted across chunks, to the session it came on (`ChunkStream`). Make
+        one per streamed answer."""
+        return ChunkStream(self.server, self.id)
 
 
 CoalesceOutcome = Literal["first", "replaced", "appended", "retracted", "noted", "consumed"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agentcore.mcpl.chunks import ChunkStream
 from agentcore.mcpl.frames import dumps
 
 
@@ -48,3 +49,70 @@ def test_a_circular_frame_is_refused_every_time() -> None:
         with pytest.raises(ValueError, match="Circular reference"):
             dumps(looped)
         assert dumps({"self": {}}) == '{"self":{}}'
+
+
+# -- a streamed answer's chunks, written from a template (`ChunkStream`) --------------------
+
+
+class Recorder:
+    """A session that takes every encoded frame at once (`FrameSink`), as a stdio one
+    does below its high-water mark."""
+
+    def __init__(self) -> None:
+        self.frames: list[str] = []
+
+    def send_now(self, method: str, frame: str) -> bool:
+        assert method == "inference/chunk"
+        self.frames.append(frame)
+        return True
+
+    async def send(self, method: str, frame: str) -> None:
+        raise AssertionError("send_now took every frame")
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        raise AssertionError("a session that takes frames is not notified")
+
+
+@pytest.mark.parametrize(
+    "request_id", [0, 7, -3, 2**70, "", "req-1", 'a "quoted" \\ id', "\u00e9\ud800"]
+)
+async def test_a_chunk_frame_is_what_dumps_writes_of_the_whole_message(request_id: Any) -> None:
+    """The template's text is exactly `dumps` of the message, for any id and any text:
+    quotes, backslashes, controls, non-ASCII, a lone surrogate, the empty index 0 up."""
+    deltas = ["w0 ", 'caf\u00e9 "quoted" \\ \n\t\x00\x1f', "\ud800 lone", "\u2028\U0001f600", "}"]
+    session = Recorder()
+    chunks = ChunkStream(session, request_id)
+    for delta in deltas:
+        await chunks.send(delta)
+    await chunks.end()
+    expected = [
+        dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "inference/chunk",
+                "params": {"requestId": request_id, "index": index, "delta": delta},
+            }
+        )
+        for index, delta in enumerate(deltas)
+    ]
+    assert session.frames == expected
+    assert chunks.sent == len(deltas)
+
+
+async def test_a_handle_with_only_notify_gets_each_chunk_as_params() -> None:
+    """A server handle without `send_now` (a plugin test's stand-in) is notified."""
+    notified: list[tuple[str, dict[str, Any]]] = []
+
+    class Handle:
+        async def notify(self, method: str, params: dict[str, Any]) -> None:
+            notified.append((method, params))
+
+    chunks = ChunkStream(Handle(), "r")
+    await chunks.send("one ")
+    await chunks.send("")
+    await chunks.send("\ud800")
+    await chunks.end()
+    assert notified == [
+        ("inference/chunk", {"requestId": "r", "index": 0, "delta": "one "}),
+        ("inference/chunk", {"requestId": "r", "index": 1, "delta": "\ud800"}),
+    ]

@@ -15,7 +15,7 @@ request gets `inference/chunk` notifications of visible text only, ``index``
 from 0, all before the answer; an error after chunks carries no partial text.
 The kernel retries only before the first visible token, so never after a chunk.
 A chunk's tail that could start a configured secret waits for the next chunk
-(`agentcore.redaction.StreamRedactor`), so a key echoed in two chunks is masked too.
+(`McplRequest.chunk_stream`), so a key echoed in two chunks is masked too.
 A request the server cancels (``notifications/cancelled``, MCP's base protocol) is
 not answered: its task is cancelled, which closes the provider call, and the
 ``mcpl:inference_fail`` trace says the server cancelled it.
@@ -52,7 +52,6 @@ from agentcore.api import (
     Response,
     Section,
     SettingsSection,
-    StreamRedactor,
     TextBlock,
     Token,
     aborted_message,
@@ -404,17 +403,16 @@ class McplRouter:
 
     async def _streamed(self, request: McplRequest, inference: Request) -> Response:
         """Forward visible text as chunks, in order, then hand back the response (or raise)."""
-        index = 0
-        # One redactor per stream: a key the provider echoes in two chunks is masked too
-        # (the frame's own redaction sees one chunk at a time).
-        visible = StreamRedactor()
+        # Numbered from 0, and redacted across chunks: a key the provider echoes in two
+        # chunks is masked too (the frame's own redaction sees one chunk at a time).
+        chunks = request.chunk_stream()
         async with aclosing(self._started.stream(inference)) as events:
             async for event in events:
                 if type(event) is Token:
                     if event.visible and event.text:
-                        index = await _chunk(request, index, visible.feed(event.text))
+                        await chunks.send(event.text)
                 elif isinstance(event, Complete):
-                    await _chunk(request, index, visible.flush())
+                    await chunks.end()
                     return event.response
                 elif isinstance(event, Failed):
                     raise event.error
@@ -427,13 +425,3 @@ class McplRouter:
     async def _emit(self, type: str, **fields: Any) -> None:
         if self._context is not None:
             await self._context.emit(type, **fields)
-
-
-async def _chunk(request: McplRequest, index: int, delta: str) -> int:
-    """Send `delta` as the request's chunk `index`, unless it is empty (all of a chunk's
-    text held back); returns the next chunk's index."""
-    if not delta:
-        return index
-    chunk = {"requestId": request.id, "index": index, "delta": delta}
-    await request.server.notify("inference/chunk", chunk)
-    return index + 1

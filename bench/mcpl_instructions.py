@@ -46,37 +46,22 @@ HOSTS = ("relay", "relay-aiohttp", "agentcore")
 
 
 class AiohttpRelay(mcpl_router.Relay):
-    """The relay with aiohttp as its HTTP client (one pooled session, as agentcore's
-    providers use it) and nothing else changed: what the HTTP library alone costs a chunk."""
+    """The relay with aiohttp as its HTTP client (one pooled session, no connection limit)
+    and nothing else changed: what the HTTP library alone costs a chunk."""
 
     async def relay(self, request_id: Any, params: dict[str, Any]) -> dict[str, Any]:
-        import json
-
         import aiohttp
 
         if not hasattr(self, "session"):
             self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        head = dict(line.split(": ", 1) for line in self.head.split("\r\n")[2:] if ": " in line)
-        body = {
-            "model": self.model,
-            "max_tokens": params.get("preferences", {}).get("maxTokens", 1024),
-            "stream": True,
-            "messages": params["messages"],
-        }
-        path = self.head.split(" ", 2)[1]
-        url = f"http://{self.address[0]}:{self.address[1]}{path}"
-        async with self.session.post(url, data=json.dumps(body), headers=head) as response:
+        post = self.session.post(self.url, data=self.body(params), headers=self.headers)
+        async with post as response:
             if response.status != 200:
                 raise RuntimeError(f"the provider answered {response.status}")
             call = mcpl_router.Call(request_id, self.model)
-            buffer = b""
             while data := await response.content.readany():
-                buffer += data
-                *events, buffer = buffer.split(b"\n\n")
-                for event in events:
-                    for line in event.split(b"\n"):
-                        if line.startswith(b"data:") and self.take(call, line[5:].strip()):
-                            return call.result()
+                if self.feed(call, data):
+                    return call.result()
         raise RuntimeError("the stream ended without a result")
 
 
@@ -127,18 +112,18 @@ def main() -> int:
             cg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/{host}.cg"]
             return [*cg, sys.executable, *command]
 
-        for host in hosts:  # unmeasured: writes the .pyc files a run imports
-            warm: Any = argparse.Namespace(
-                chunks=1, interval=0.01, wire=cli.wire, traces=False, profile=None,
-                tracemalloc=None, timeout=cli.timeout,
+        def scenario(chunks: int, interval: float, **more: Any) -> Any:
+            """mcpl_router.run_size's arguments for one run."""
+            return argparse.Namespace(
+                chunks=chunks, interval=interval, wire=cli.wire, traces=False, profile=None,
+                tracemalloc=None, timeout=cli.timeout, **more,
             )  # fmt: skip
-            mcpl_router.run_size(warm, host, 2, provider, tmp)
+
+        for host in hosts:  # unmeasured: writes the .pyc files a run imports
+            mcpl_router.run_size(scenario(1, 0.01), host, 2, provider, tmp)
         for chunks in (cli.chunks, 2 * cli.chunks):
             for host in hosts:
-                args: Any = argparse.Namespace(
-                    chunks=chunks, interval=cli.interval, wire=cli.wire, traces=False,
-                    profile=None, tracemalloc=None, timeout=cli.timeout, command_for=command_for,
-                )  # fmt: skip
+                args = scenario(chunks, cli.interval, command_for=command_for)
                 run = mcpl_router.run_size(args, host, cli.n, provider, tmp)
                 if run["problems"]:
                     raise SystemExit(f"{host}: {run['problems'][0]}")

@@ -173,10 +173,12 @@ OPENAI_STOPS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
 
 
 class Call:
-    """One relayed call's state: its request id, text so far, model and stop reason."""
+    """One relayed call's state: its request id, text so far, model and stop reason, and
+    the SSE bytes read but not yet split into events."""
 
     def __init__(self, request_id: Any, model: str) -> None:
         self.id = request_id
+        self.buffer = b""
         self.text: list[str] = []
         self.model = model
         self.stop: str | None = None
@@ -204,12 +206,15 @@ class Relay:
         self.anthropic = provider["kind"] == "anthropic"
         key = os.environ.get(provider.get("api_key_env", ""), "")
         if self.anthropic:
-            path, auth = "/v1/messages", f"x-api-key: {key}\r\nanthropic-version: 2023-06-01"
+            path = "/v1/messages"
+            auth = {"x-api-key": key, "anthropic-version": "2023-06-01"}
         else:  # the openai base URL already ends in /v1
-            path, auth = "/chat/completions", f"authorization: Bearer {key}"
-        self.head = (
-            f"POST {url.path}{path} HTTP/1.1\r\nhost: {url.netloc}\r\n{auth}\r\n"
-            "content-type: application/json\r\naccept: text/event-stream\r\n"
+            path, auth = "/chat/completions", {"authorization": f"Bearer {key}"}
+        self.url = f"http://{url.netloc}{url.path}{path}"
+        self.headers = {**auth, "content-type": "application/json", "accept": "text/event-stream"}
+        """The request's headers, but for ``host`` and ``content-length``."""
+        self.head = f"POST {url.path}{path} HTTP/1.1\r\nhost: {url.netloc}\r\n" + "".join(
+            f"{name}: {value}\r\n" for name, value in self.headers.items()
         )
         self.model = settings["mcpl"]["routing"]["default"].partition(":")[2]
         self.server = settings["mcpl"]["servers"]["bench"]
@@ -292,9 +297,9 @@ class Relay:
         else:
             self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    async def relay(self, request_id: Any, params: dict[str, Any]) -> dict[str, Any]:
-        """POST the call, and send each text delta of its SSE stream as a chunk."""
-        body = json.dumps(
+    def body(self, params: dict[str, Any]) -> bytes:
+        """The provider request for an `inference/request`'s params: streamed."""
+        return json.dumps(
             {
                 "model": self.model,
                 "max_tokens": params.get("preferences", {}).get("maxTokens", 1024),
@@ -302,6 +307,10 @@ class Relay:
                 "messages": params["messages"],
             }
         ).encode()
+
+    async def relay(self, request_id: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """POST the call, and send each text delta of its SSE stream as a chunk."""
+        body = self.body(params)
         reader, writer = await asyncio.open_connection(*self.address)
         try:
             writer.write(f"{self.head}content-length: {len(body)}\r\n\r\n".encode() + body)
@@ -312,7 +321,6 @@ class Relay:
             if status.split()[1:2] != [b"200"]:
                 raise RuntimeError(f"the provider answered {status.decode().strip()}")
             call = Call(request_id, self.model)
-            buffer = b""
             while True:
                 if chunked:  # size line, data, CRLF; a 0 size ends the body
                     size = int(await reader.readline(), 16)
@@ -321,14 +329,20 @@ class Relay:
                     data = await reader.read(1 << 16)
                 if not data:
                     raise RuntimeError("the stream ended without a result")
-                buffer += data
-                *events, buffer = buffer.split(b"\n\n")
-                for event in events:
-                    for line in event.split(b"\n"):
-                        if line.startswith(b"data:") and self.take(call, line[5:].strip()):
-                            return call.result()
+                if self.feed(call, data):
+                    return call.result()
         finally:
             writer.close()
+
+    def feed(self, call: Call, data: bytes) -> bool:
+        """Body bytes as read: each SSE event they complete goes to `take`; True at the
+        stream's end."""
+        *events, call.buffer = (call.buffer + data).split(b"\n\n")
+        for event in events:
+            for line in event.split(b"\n"):
+                if line.startswith(b"data:") and self.take(call, line[5:].strip()):
+                    return True
+        return False
 
     def take(self, call: Call, data: bytes) -> bool:
         """One SSE data field: send its text delta as a chunk; True at the stream's end."""

@@ -113,7 +113,7 @@ class ProviderCalls:
             yield Failed(provider_failed(attempt, exc))
             return
         watchdog = self._watch(config.progress_timeout_s, config.request_timeout_s, attempt)
-        progress = watchdog.progress
+        clock = watchdog.clock
         try:
             # `async for`, not `anext()` per event: the pull is a good part of a chunk's
             # cost. Only a pull is waited on (`waiting`: the watchdog may cancel it); a
@@ -128,7 +128,7 @@ class ProviderCalls:
                     watchdog.waiting = False
                     if type(event) is Token:
                         if event.visible:
-                            progress()
+                            watchdog.last = clock()  # `watchdog.progress()`, inline
                     elif isinstance(event, Complete | Failed | Aborted):
                         yield event
                         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from agentcore.inference.errors import (
     PROGRESS_TIMEOUT,
@@ -34,10 +35,14 @@ class Watchdog:
         self._task = asyncio.current_task()
         # The loop's clock; asyncio's own is `time.monotonic` itself, called here without
         # its Python frame (`progress` reads it once per visible token).
-        self._clock = time.monotonic if type(loop).time is _BASE_TIME else loop.time
+        clock = time.monotonic if type(loop).time is _BASE_TIME else loop.time
+        self.clock: Callable[[], float] = clock
         self._progress_s = progress_s
         self._request_s = request_s
-        self._started = self._last = self._loop.time()
+        self._started = self._loop.time()
+        self.last = self._started
+        """When the last visible progress came: `progress`, or ``last = clock()`` written by
+        a stream's hot path (`ProviderCalls.stream`), which saves a call per token."""
         self.waiting = False
         self.expired: str | None = None
         self._cancelled_task = False
@@ -45,10 +50,10 @@ class Watchdog:
         self._handle: asyncio.Handle = self._loop.call_at(self._deadline(), self._check)
 
     def _deadline(self) -> float:
-        return min(self._last + self._progress_s, self._started + self._request_s)
+        return min(self.last + self._progress_s, self._started + self._request_s)
 
     def progress(self) -> None:
-        self._last = self._clock()
+        self.last = self.clock()
 
     def _check(self) -> None:
         deadline = self._deadline()
@@ -63,7 +68,7 @@ class Watchdog:
             self._overdue = True
             self._handle = self._loop.call_soon(self._check)
             return
-        if self._last + self._progress_s <= self._started + self._request_s:
+        if self.last + self._progress_s <= self._started + self._request_s:
             self.expired = PROGRESS_TIMEOUT
         else:
             self.expired = REQUEST_TIMEOUT

@@ -18,6 +18,7 @@ without `send_now` (a test's stand-in) gets each chunk through its `notify`.
 from __future__ import annotations
 
 import json
+from collections.abc import Coroutine
 from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
@@ -92,11 +93,22 @@ class ChunkStream:
 
     async def send(self, text: str) -> None:
         """Send what of `text` can go now, redacted (none of it: no chunk is sent)."""
+        waiting = self.send_now(text)
+        if waiting is not None:
+            await waiting
+
+    def send_now(self, text: str) -> Coroutine[Any, Any, None] | None:
+        """`send` with no coroutine of its own while the transport takes the frame at once
+        (a stream's hot path): None once done; else the send still to await, the frame's
+        turn to wait for the transport. Await it before the next `send_now`."""
         delta = self._redactor.feed(text)
         if delta:
-            frame = self._frame(delta)
+            index = self._index
+            self._index = index + 1
+            frame = f'{self._head}{index},"delta":{_quoted(delta)}}}}}'  # `_frame`, inline
             if not self._sink.send_now(CHUNK, frame):
-                await self._sink.send(CHUNK, frame)
+                return self._sink.send(CHUNK, frame)
+        return None
 
     async def end(self) -> None:
         """The inference completed: send the tail held back as a secret's possible start."""

@@ -357,7 +357,14 @@ class JsonRpcPeer:
         once closing."""
         if self._closing:
             raise ConnectionClosed(f"{self.name}: {self.close_reason}")
-        return self._send_now(redact(text))
+        # `_send_now`, inline (a chunk's hot path): the lock checked before the redaction.
+        send_nowait = self._send_nowait
+        if send_nowait is None or self._send_lock.locked():
+            return False
+        try:
+            return send_nowait(redact(text))
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            raise ConnectionClosed(f"{self.name}: send failed: {exc}") from exc
 
     async def send_encoded(self, text: str) -> None:
         """Send an encoded notification (redacted here), waiting for the transport."""

@@ -116,3 +116,34 @@ async def test_a_handle_with_only_notify_gets_each_chunk_as_params() -> None:
         ("inference/chunk", {"requestId": "r", "index": 0, "delta": "one "}),
         ("inference/chunk", {"requestId": "r", "index": 1, "delta": "\ud800"}),
     ]
+
+
+async def test_send_now_hands_back_the_send_to_await_when_the_transport_is_full() -> None:
+    """`send_now` (the router's hot path) sends at once while the session takes the frame;
+    when it does not, nothing is sent until the returned send is awaited, in order."""
+
+    class Full(Recorder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.takes = True
+            self.waited: list[str] = []
+
+        def send_now(self, method: str, frame: str) -> bool:
+            return self.takes and super().send_now(method, frame)
+
+        async def send(self, method: str, frame: str) -> None:
+            self.waited.append(frame)
+
+    session = Full()
+    chunks = ChunkStream(session, "r")
+    assert chunks.send_now("one ") is None
+    session.takes = False
+    waiting = chunks.send_now("two ")
+    assert waiting is not None
+    assert session.waited == []
+    await waiting
+    assert [json.loads(f)["params"] for f in session.frames + session.waited] == [
+        {"requestId": "r", "index": 0, "delta": "one "},
+        {"requestId": "r", "index": 1, "delta": "two "},
+    ]
+    assert chunks.sent == 2

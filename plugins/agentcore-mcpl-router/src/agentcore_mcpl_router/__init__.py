@@ -410,7 +410,9 @@ class McplRouter:
             async for event in events:
                 if type(event) is Token:
                     if event.visible and event.text:
-                        await chunks.send(event.text)
+                        waiting = chunks.send_now(event.text)  # no coroutine per chunk
+                        if waiting is not None:
+                            await waiting
                 elif isinstance(event, Complete):
                     await chunks.end()
                     return event.response

@@ -128,6 +128,8 @@ class StdioTransport:
                 _log_stderr(name, process.stderr), name=f"mcpl-stderr:{name}"
             )
         self._pending: list[bytes] = []  # encoded frames not yet written, in order
+        # The pipe's high-water mark, read once: only `_drains_within` changes it (to 0).
+        self._high_water = self._stdin.transport.get_write_buffer_limits()[1]
         self._pending_bytes = 0
         self._flush_scheduled = False
         self._closed = False
@@ -205,7 +207,9 @@ class StdioTransport:
     def send_nowait(self, text: str) -> bool:
         """`send` when it need not wait: True once queued; False (nothing queued) when the
         buffers are past the high-water mark, and then `send` must be awaited."""
-        return self._queue(self._frame(text))
+        if self._closed or "\n" in text:  # a chunk's hot path: `_frame` only to raise
+            self._frame(text)
+        return self._queue(text.encode("utf-8") + b"\n")
 
     def _frame(self, text: str) -> bytes:
         if self._closed:
@@ -218,7 +222,7 @@ class StdioTransport:
         """Queue `frame` for this iteration's write, unless that would pass high water."""
         transport = self._stdin.transport
         queued = self._pending_bytes + len(frame) + transport.get_write_buffer_size()
-        if queued > transport.get_write_buffer_limits()[1] or transport.is_closing():
+        if queued > self._high_water or transport.is_closing():
             return False
         self._pending.append(frame)
         self._pending_bytes += len(frame)
@@ -289,6 +293,7 @@ class StdioTransport:
         if pipe.is_closing() or not pipe.get_write_buffer_size():
             return True
         pipe.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
+        self._high_water = 0
         try:
             await asyncio.wait_for(self._stdin.drain(), seconds)
         except TimeoutError:

@@ -142,6 +142,9 @@ class JsonRpcPeer:
         self._inflight: dict[RequestId, InboundRequest] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._send_lock = asyncio.Lock()
+        self._queued_sends = 0
+        """Sends holding or waiting for `_send_lock`: while any, no frame jumps the queue
+        (an int read per frame, where `Lock.locked()` was a call)."""
         self._send_nowait: Callable[[str], bool] | None = getattr(transport, "send_nowait", None)
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
@@ -359,7 +362,7 @@ class JsonRpcPeer:
             raise ConnectionClosed(f"{self.name}: {self.close_reason}")
         # `_send_now`, inline (a chunk's hot path): the lock checked before the redaction.
         send_nowait = self._send_nowait
-        if send_nowait is None or self._send_lock.locked():
+        if send_nowait is None or self._queued_sends:
             return False
         try:
             return send_nowait(redact(text))
@@ -379,10 +382,11 @@ class JsonRpcPeer:
             await self._send_queued(text)
 
     def _send_now(self, text: str) -> bool:
-        """Queue a (redacted) frame the transport takes at once, while no send holds the
-        lock: nothing runs between the check and the queueing. False: nothing queued."""
+        """Queue a (redacted) frame the transport takes at once, while no send holds or
+        waits for the lock: nothing runs between the check and the queueing. False:
+        nothing queued."""
         send_nowait = self._send_nowait
-        if send_nowait is None or self._send_lock.locked():
+        if send_nowait is None or self._queued_sends:
             return False
         try:
             return send_nowait(text)
@@ -392,11 +396,14 @@ class JsonRpcPeer:
     async def _send_queued(self, text: str) -> None:
         """Send a (redacted) frame under the one lock: a transport sees whole frames, one
         at a time."""
+        self._queued_sends += 1
         try:
             async with self._send_lock:
                 await self._transport.send(text)
         except (ConnectionError, OSError, RuntimeError) as exc:
             raise ConnectionClosed(f"{self.name}: send failed: {exc}") from exc
+        finally:
+            self._queued_sends -= 1
 
     async def _send_quietly(self, text: str) -> None:
         try:

@@ -142,9 +142,7 @@ class JsonRpcPeer:
         self._inflight: dict[RequestId, InboundRequest] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._send_lock = asyncio.Lock()
-        self._queued_sends = 0
-        """Sends holding or waiting for `_send_lock`: while any, no frame jumps the queue
-        (an int read per frame, where `Lock.locked()` was a call)."""
+        self._queued_sends = 0  # holding or waiting for `_send_lock`: no frame jumps them
         self._send_nowait: Callable[[str], bool] | None = getattr(transport, "send_nowait", None)
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
@@ -360,14 +358,9 @@ class JsonRpcPeer:
         once closing."""
         if self._closing:
             raise ConnectionClosed(f"{self.name}: {self.close_reason}")
-        # `_send_now`, inline (a chunk's hot path): the lock checked before the redaction.
-        send_nowait = self._send_nowait
-        if send_nowait is None or self._queued_sends:
+        if self._queued_sends:  # `_send_now`'s test, before the redaction
             return False
-        try:
-            return send_nowait(redact(text))
-        except (ConnectionError, OSError, RuntimeError) as exc:
-            raise ConnectionClosed(f"{self.name}: send failed: {exc}") from exc
+        return self._send_now(redact(text))
 
     async def send_encoded(self, text: str) -> None:
         """Send an encoded notification (redacted here), waiting for the transport."""
@@ -383,8 +376,7 @@ class JsonRpcPeer:
 
     def _send_now(self, text: str) -> bool:
         """Queue a (redacted) frame the transport takes at once, while no send holds or
-        waits for the lock: nothing runs between the check and the queueing. False:
-        nothing queued."""
+        waits for the lock: nothing runs between check and queueing. False: none queued."""
         send_nowait = self._send_nowait
         if send_nowait is None or self._queued_sends:
             return False

@@ -128,7 +128,6 @@ class StdioTransport:
                 _log_stderr(name, process.stderr), name=f"mcpl-stderr:{name}"
             )
         self._pending: list[bytes] = []  # encoded frames not yet written, in order
-        # The pipe's high-water mark, read once: only `_drains_within` changes it (to 0).
         self._high_water = self._stdin.transport.get_write_buffer_limits()[1]
         self._pending_bytes = 0
         self._flush_scheduled = False
@@ -205,11 +204,8 @@ class StdioTransport:
         return self._pending_bytes + self._stdin.transport.get_write_buffer_size()
 
     def send_nowait(self, text: str) -> bool:
-        """`send` when it need not wait: True once queued; False (nothing queued) when the
-        buffers are past the high-water mark, and then `send` must be awaited."""
-        if self._closed or "\n" in text:  # a chunk's hot path: `_frame` only to raise
-            self._frame(text)
-        return self._queue(text.encode("utf-8") + b"\n")
+        """`send` without waiting: True once queued; False (nothing queued): await `send`."""
+        return self._queue(self._frame(text))
 
     def _frame(self, text: str) -> bytes:
         if self._closed:
@@ -219,7 +215,7 @@ class StdioTransport:
         return text.encode("utf-8") + b"\n"
 
     def _queue(self, frame: bytes) -> bool:
-        """Queue `frame` for this iteration's write, unless that would pass high water."""
+        """Queue `frame` for this iteration's write, unless past high water (read once)."""
         transport = self._stdin.transport
         queued = self._pending_bytes + len(frame) + transport.get_write_buffer_size()
         if queued > self._high_water or transport.is_closing():
@@ -293,7 +289,6 @@ class StdioTransport:
         if pipe.is_closing() or not pipe.get_write_buffer_size():
             return True
         pipe.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
-        self._high_water = 0
         try:
             await asyncio.wait_for(self._stdin.drain(), seconds)
         except TimeoutError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from agentcore.inference.errors import (
     PROGRESS_TIMEOUT,
@@ -109,3 +110,21 @@ class Watchdog:
 
     def cancel(self) -> None:
         self._handle.cancel()
+
+
+class StreamWatch(Protocol):
+    """One attempt's watch, handed to a provider that applies it inside its own stream
+    (`HTTPProvider.watched_stream`), so that no generator sits between the provider's
+    events and the kernel's attempt loop only to watch them (`ProviderCalls.stream`)."""
+
+    def start(self) -> Watchdog:
+        """The attempt's watchdog, made when the stream takes its first step."""
+        ...
+
+    def end(self, watchdog: Watchdog) -> None:
+        """The stream ended (any way): the watchdog goes."""
+        ...
+
+    def failed(self, exc: Exception) -> InferenceError:
+        """A provider's bug (not an `InferenceError`) as the attempt's error, logged."""
+        ...

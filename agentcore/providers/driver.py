@@ -28,20 +28,29 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from time import monotonic
+from typing import cast
 
 import aiohttp
 from aiohttp.helpers import strip_auth_from_url
 from loguru import logger
 from yarl import URL
 
-from agentcore.inference import InferenceError, Request, Response, StreamEvent
+from agentcore.inference import (
+    InferenceError,
+    Request,
+    Response,
+    StreamEvent,
+    Token,
+)
+from agentcore.inference.watchdog import StreamWatch, Watchdog
+from agentcore.providers.body import UNWATCHED, Silence, drained, ending, replay_body
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.proxy import env_proxy
 from agentcore.providers.stale import Sending, closed_unread, resent_error, reuse_tracing
 from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
-from agentcore.providers.wire import HttpCall, Translator, Wire, replay
+from agentcore.providers.wire import HttpCall, Translator, Wire
 from agentcore.redaction import (
     credential_parts,
     excerpt,
@@ -204,49 +213,82 @@ class HTTPProvider:
 
     # -- streamed --------------------------------------------------------------------------
 
-    async def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
-        translator = self.wire.translator(request, model)
+    def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
+        return self.watched_stream(request, model, None)
+
+    async def watched_stream(
+        self, request: Request, model: str, watch: StreamWatch | None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """`stream` with the attempt's `watch` applied here, as `ProviderCalls.stream` does
+        around any other provider: one generator less per event."""
+        dog = UNWATCHED if watch is None else watch.start()
+        try:
+            if dog.expired is not None:
+                yield dog.aborted()
+                return
+            translator = self.wire.translator(request, model)
+            dog.waiting = True
+            tail = await self._open(translator, request, model)  # the response, or no body
+            dog.waiting = False
+            if not isinstance(tail, list):
+                response, decoder, clock = tail, self.wire.decoder(), dog.clock
+                decode, feed, read = decoder.feed_tuples, translator.feed, response.content.readany
+                silence = Silence(response, self._config.read_timeout_s)
+                cut: InferenceError | None = None
+                try:
+                    while not translator.done:
+                        silence.since = monotonic()
+                        dog.waiting = True
+                        chunk = await read()
+                        dog.waiting = False
+                        silence.since = math.inf
+                        for event in feed(decode(chunk) if chunk else decoder.close_tuples()):
+                            if type(event) is Token and event.visible:
+                                dog.last = clock()  # `Watchdog.progress`, inline
+                            yield event
+                            # `Failed` (the translator's) is the last of its batch and ends it.
+                            if dog.expired is not None and not translator.failed:
+                                yield dog.aborted()
+                                return
+                        if not chunk:
+                            break
+                    else:
+                        dog.waiting = True
+                        await drained(response, translator, silence)
+                except TRANSPORT_ERRORS as exc:
+                    cut = transport_error(exc, provider=self.name, model=model)
+                finally:
+                    dog.waiting = False
+                    silence.cancel()
+                    response.close()  # drained: back in the pool already; else closed
+                tail = translator.end(cut)
+            for event in tail:  # the last is the terminal
+                if type(event) is Token and event.visible:
+                    dog.last = dog.clock()
+                yield event
+                if dog.expired is not None and event is not tail[-1]:
+                    yield dog.aborted()
+                    return
+        except (Exception, asyncio.CancelledError) as exc:
+            yield ending(watch, dog, exc)  # or raises it
+        finally:
+            if watch is not None:
+                watch.end(cast("Watchdog", dog))
+
+    async def _open(
+        self, translator: Translator, request: Request, model: str
+    ) -> aiohttp.ClientResponse | list[StreamEvent]:
+        """The streamed call's response, its body not read yet; or, with no stream to read,
+        the events that end the attempt: the failure, or those of a whole JSON reply."""
         try:
             response = await self._post(self.wire.call(request, model, stream=True), model)
         except InferenceError as error:
-            yield translator.fail(error)
-            return
+            return [translator.fail(error)]
+        if self.wire.stream_type in response.headers.get("content-type", ""):
+            return response
         try:
-            if self.wire.stream_type not in response.headers.get("content-type", ""):
-                for event in await _replay_body(response, translator):
-                    yield event
-                return
-            decoder = self.wire.decoder()
-            decode, feed, read = decoder.feed_tuples, translator.feed, response.content.readany
-            silence = _Silence(response, self._config.read_timeout_s)
-            cut: InferenceError | None = None
-            try:
-                while not translator.done:
-                    silence.since = monotonic()
-                    chunk = await read()
-                    silence.since = math.inf
-                    if not chunk:
-                        for event in feed(decoder.close_tuples()):
-                            yield event
-                        break
-                    for event in feed(decode(chunk)):
-                        yield event
-                else:
-                    if translator.cut_short:  # the provider writes on: stop it now
-                        response.close()
-                    elif not translator.failed:  # drained, the connection goes back to the pool
-                        silence.since = monotonic()
-                        while await read():
-                            silence.since = monotonic()
-            except TRANSPORT_ERRORS as exc:
-                cut = transport_error(exc, provider=self.name, model=model)
-            finally:
-                silence.cancel()
-            for event in translator.end(cut):
-                yield event
+            return await replay_body(response, translator)
         finally:
-            # Done and drained, the connection is back in the pool already; otherwise
-            # (failed, cut, or the consumer left early) this closes it.
             response.close()
 
 
@@ -289,65 +331,3 @@ def _headers(
                 register_secret(secret)
             headers["authorization"] = header
     return {**headers, "content-type": "application/json", **configured}
-
-
-class _Silence:
-    """``read_timeout_s`` on a streamed body: the time the driver has waited for bytes.
-
-    aiohttp's own read timeout cancels and makes a timer on every read from the socket;
-    at a thousand streams that was a tenth of the host's CPU, and the cancelled timers
-    stayed in the loop's heap for the collector to walk. This is one timer per call,
-    re-armed only when it fires: the driver pays a clock read per read. `since` is when
-    the current wait began (``inf``: not waiting, the consumer has the stream); when
-    the wait reaches the timeout, the body fails with a timeout, as aiohttp's would.
-    """
-
-    __slots__ = ("_content", "_handle", "_loop", "_timeout", "since")
-
-    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
-        self._content = response.content
-        self._timeout = timeout
-        self._loop = asyncio.get_running_loop()
-        self.since = math.inf
-        # The head was read under aiohttp's timeout; the body is this one's. With no
-        # timeout set, `start_timeout` drops the timer aiohttp has pending.
-        connection = response.connection
-        if connection is not None and connection.protocol is not None:
-            connection.protocol.read_timeout = None
-            connection.protocol.start_timeout()
-        self._handle = self._loop.call_later(timeout, self._check)  # > 0: settings refuse 0
-
-    def _check(self) -> None:
-        waited = monotonic() - self.since
-        if waited < self._timeout:
-            self._handle = self._loop.call_later(self._timeout - max(waited, 0.0), self._check)
-            return
-        self._content.set_exception(
-            aiohttp.SocketTimeoutError(
-                f"no bytes from the provider for {self._timeout:g} s: read_timeout_s"
-            )
-        )
-
-    def cancel(self) -> None:
-        self._handle.cancel()
-
-
-async def _replay_body(
-    response: aiohttp.ClientResponse, translator: Translator
-) -> list[StreamEvent]:
-    """The events of a JSON body that came where a stream was asked for: a whole reply,
-    or the error object it holds; a body that is not JSON fails."""
-    try:
-        raw = await response.read()
-    except TRANSPORT_ERRORS as exc:
-        error = transport_error(exc, provider=translator.provider, model=translator.model)
-        return [translator.fail(error)]
-    text = raw.decode(errors="replace")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return [translator.fail(translator.not_json(text))]
-    try:
-        return replay(translator.reply(data))
-    except InferenceError as error:
-        return [translator.fail(error)]

@@ -1,0 +1,135 @@
+"""A streamed body's pieces around the driver's read loop (`HTTPProvider.watched_stream`):
+the read timeout (`Silence`), a JSON body where a stream was asked for (`replay_body`),
+the drain that hands a connection back to the pool, and how an attempt's watch ends a
+stream (`ending`, `UNWATCHED`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from time import monotonic
+
+import aiohttp
+
+from agentcore.inference import Aborted, Failed, InferenceError, StreamEvent
+from agentcore.inference.watchdog import StreamWatch, Watchdog
+from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
+from agentcore.providers.wire import Translator, replay
+
+__all__ = ["UNWATCHED", "Silence", "drained", "ending", "replay_body"]
+
+
+class Silence:
+    """``read_timeout_s`` on a streamed body: the time the driver has waited for bytes.
+
+    aiohttp's own read timeout cancels and makes a timer on every read from the socket;
+    at a thousand streams that was a tenth of the host's CPU, and the cancelled timers
+    stayed in the loop's heap for the collector to walk. This is one timer per call,
+    re-armed only when it fires: the driver pays a clock read per read. `since` is when
+    the current wait began (``inf``: not waiting, the consumer has the stream); when
+    the wait reaches the timeout, the body fails with a timeout, as aiohttp's would.
+    """
+
+    __slots__ = ("_content", "_handle", "_loop", "_timeout", "since")
+
+    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
+        self._content = response.content
+        self._timeout = timeout
+        self._loop = asyncio.get_running_loop()
+        self.since = math.inf
+        # The head was read under aiohttp's timeout; the body is this one's. With no
+        # timeout set, `start_timeout` drops the timer aiohttp has pending.
+        connection = response.connection
+        if connection is not None and connection.protocol is not None:
+            connection.protocol.read_timeout = None
+            connection.protocol.start_timeout()
+        self._handle = self._loop.call_later(timeout, self._check)  # > 0: settings refuse 0
+
+    def _check(self) -> None:
+        waited = monotonic() - self.since
+        if waited < self._timeout:
+            self._handle = self._loop.call_later(self._timeout - max(waited, 0.0), self._check)
+            return
+        self._content.set_exception(
+            aiohttp.SocketTimeoutError(
+                f"no bytes from the provider for {self._timeout:g} s: read_timeout_s"
+            )
+        )
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+async def replay_body(
+    response: aiohttp.ClientResponse, translator: Translator
+) -> list[StreamEvent]:
+    """The events of a JSON body that came where a stream was asked for: a whole reply,
+    or the error object it holds; a body that is not JSON fails."""
+    try:
+        raw = await response.read()
+    except TRANSPORT_ERRORS as exc:
+        error = transport_error(exc, provider=translator.provider, model=translator.model)
+        return [translator.fail(error)]
+    text = raw.decode(errors="replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return [translator.fail(translator.not_json(text))]
+    try:
+        return replay(translator.reply(data))
+    except InferenceError as error:
+        return [translator.fail(error)]
+
+
+async def drained(
+    response: aiohttp.ClientResponse, translator: Translator, silence: Silence
+) -> None:
+    """The reply is whole: read the rest of the body, so that the connection goes back to
+    the pool, unless the provider writes on (`cut_short`: closed) or the reply failed."""
+    if translator.cut_short:
+        response.close()
+    elif not translator.failed:
+        silence.since = monotonic()
+        while await response.content.readany():
+            silence.since = monotonic()
+
+
+class Unwatched:
+    """The watch of a stream read without one (`HTTPProvider.stream`): it never expires,
+    and what the driver writes on it is never read."""
+
+    __slots__ = ("last", "waiting")
+
+    expired: str | None = None
+    clock = staticmethod(monotonic)
+
+    def __init__(self) -> None:
+        self.waiting = False
+        self.last = 0.0
+
+    def took_cancel(self) -> bool:
+        return False
+
+    def aborted(self) -> Aborted:
+        raise AssertionError("an unwatched stream never expires")  # pragma: no cover
+
+
+UNWATCHED = Unwatched()
+
+
+def ending(watch: StreamWatch | None, dog: Watchdog | Unwatched, exc: BaseException) -> StreamEvent:
+    """The terminal an error out of a watched stream ends it with, as `ProviderCalls.stream`
+    makes it; raises `exc` again when it is not the attempt's to end (no watch: the caller
+    reads the provider itself; a cancellation that is not the watchdog's)."""
+    dog.waiting = False
+    if isinstance(exc, asyncio.CancelledError):
+        if dog.took_cancel():
+            return dog.aborted()
+        raise exc
+    if watch is None:
+        raise exc
+    if isinstance(exc, InferenceError):
+        return Failed(exc)
+    assert isinstance(exc, Exception)
+    return Failed(watch.failed(exc))

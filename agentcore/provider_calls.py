@@ -104,11 +104,11 @@ class ProviderCalls:
         always ending in one terminal. The provider's stream is closed however this ends.
 
         A provider that takes the attempt's watch (`HTTPProvider.watched_stream`, every
-        HTTP wire) applies it in its own generator, handed out as it is: a generator here
-        around it would cost a hop per event (an async generator's step, some 1,100
-        instructions on Python 3.11) only to watch."""
+        HTTP wire whose `stream` is not overridden) applies it in its own generator, handed
+        out as it is: a generator here around it would cost a hop per event (an async
+        generator's step, some 1,100 instructions on Python 3.11) only to watch."""
         watched = getattr(provider, "watched_stream", None)
-        if watched is not None:
+        if watched is not None and getattr(provider, "stream_is_watched", bool)():
             request = attempt.inference.request
             return cast(
                 "AsyncGenerator[StreamEvent, None]",

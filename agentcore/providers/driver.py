@@ -216,6 +216,11 @@ class HTTPProvider:
     def stream(self, request: Request, model: str) -> AsyncIterator[StreamEvent]:
         return self.watched_stream(request, model, None)
 
+    def stream_is_watched(self) -> bool:
+        """Whether `watched_stream` is this provider's stream: not when a subclass
+        overrides `stream`, whose events then reach the attempt as they always did."""
+        return type(self).stream is HTTPProvider.stream
+
     async def watched_stream(
         self, request: Request, model: str, watch: StreamWatch | None
     ) -> AsyncGenerator[StreamEvent, None]:

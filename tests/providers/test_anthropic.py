@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from typing import Any
 
 import pytest
 from providers_support import (
@@ -568,3 +569,33 @@ async def test_json_body_where_a_stream_was_asked(
     end = terminal(events)
     assert isinstance(end, Complete) and end.response.text == "whole"
     assert visible(events) == "whole"
+
+
+async def test_a_subclass_that_overrides_stream_is_what_an_attempt_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel's attempt takes the driver's `watched_stream` (the watch applied inline)
+    only when `stream` is the driver's own: a subclass's override still runs."""
+    import asyncio
+
+    from agentcore.inference.calls import Attempt, Inference
+    from agentcore.provider_calls import ProviderCalls
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    config = ProviderSettings(kind="anthropic", api_key_env=KEY_ENV)
+
+    class Tagged(AnthropicProvider):
+        async def stream(self, request: Any, model: str) -> AsyncIterator[StreamEvent]:  # type: ignore[override]
+            yield Failed(InferenceError("server", "the override ran"))
+
+    plain, tagged = (
+        AnthropicProvider("a", config, InferenceSettings()),
+        Tagged("t", config, InferenceSettings()),
+    )
+    assert plain.stream_is_watched() and not tagged.stream_is_watched()
+    calls = ProviderCalls(InferenceSettings(), asyncio.Event())
+    attempt = Attempt(Inference("inf_1", request(), "t", "m", True), 1)
+    async with aclosing(calls.stream(tagged, attempt)) as events:
+        got = [event async for event in events]
+    assert len(got) == 1 and isinstance(got[0], Failed)
+    assert got[0].error.message == "the override ran"

@@ -34,6 +34,7 @@ from loguru import logger
 from pydantic import BaseModel
 
 from agentcore.default_plugins import BUILTIN
+from agentcore.dist_info import name_version
 from agentcore.inference import PluginError
 from agentcore.log import plugin_module
 from agentcore.plugin_context import PluginContext as PluginContext  # the old import path
@@ -172,8 +173,7 @@ def _installed() -> tuple[list[_Claim], dict[str, str]]:
             # Its METADATA is not read: parsing every installed distribution's (twice per
             # kernel, uncached) was a noticeable part of every `agentcore` start.
             continue
-        metadata = dist.metadata
-        dist_name, version = metadata["Name"] or "?", metadata["Version"]
+        dist_name, version = name_version(dist)  # its header only (`agentcore.dist_info`)
         defaults = {ep.name: ep.value for ep in entry_points if ep.group == DEFAULTS_GROUP}
         for ep in entry_points:
             if ep.group != GROUP or (ep.name, canonical(dist_name)) in seen:

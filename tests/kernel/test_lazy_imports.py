@@ -23,6 +23,8 @@ from pathlib import Path
 
 LAZY = ("aiohttp", "pydantic_settings", "opentelemetry.trace", "opentelemetry.sdk")
 LAZY += ("yarl", "tenacity", "html", "unicodedata", "difflib", "email.parser")
+# The mcpl-context plugins' wire and push-event inbox: a host turn's, or enabled events'.
+LAZY += ("agentcore_mcpl_context.wire", "agentcore_mcpl_context.events")
 
 PROBE = """
 import asyncio, json, sys

@@ -25,6 +25,8 @@ LAZY = ("aiohttp", "pydantic_settings", "opentelemetry.trace", "opentelemetry.sd
 LAZY += ("yarl", "tenacity", "html", "unicodedata", "difflib", "email.parser")
 # The mcpl-context plugins' wire and push-event inbox: a host turn's, or enabled events'.
 LAZY += ("agentcore_mcpl_context.wire", "agentcore_mcpl_context.events")
+# §19's bulk references: read with a first push event, injection or fetch.
+LAZY += ("agentcore.mcpl.bulk",)
 
 PROBE = """
 import asyncio, json, sys

@@ -40,7 +40,6 @@ from loguru import logger
 from pydantic import Field
 
 from agentcore.api import (
-    BulkReference,
     ConnectionClosed,
     Inference,
     Injection,
@@ -56,7 +55,7 @@ from agentcore.api import (
 from agentcore_mcpl_context.names import INFERENCE_LIFECYCLE, LIFECYCLE, MODEL_INFO
 
 if TYPE_CHECKING:
-    from agentcore.api import BulkFetcher, Fetched
+    from agentcore.api import BulkFetcher, BulkReference, Fetched
     from agentcore_mcpl_context.wire import ContextInjection, HookAnswer
 
 # `agentcore_mcpl_context.wire` (and the events it imports) loads at the first host turn

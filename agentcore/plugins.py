@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pluggy
 from loguru import logger
-from pydantic import BaseModel
+from pydantic import BaseModel, PydanticUndefinedAnnotation, PydanticUserError
 
 from agentcore.default_plugins import BUILTIN
 from agentcore.dist_info import name_version
@@ -348,7 +348,12 @@ def load_plugins(
         if record.state == "active":
             _declare(pm, declarations, record, kinds)
     unknown = unknown_disabled(early.disabled, environ, records, file)
-    loaded = _validated_settings(file, environ, records, kinds, unknown)
+    try:
+        loaded = _validated_settings(file, environ, records, kinds, unknown)
+    except (PydanticUserError, PydanticUndefinedAnnotation):
+        if not _fail_unbuildable(pm, records):
+            raise
+        loaded = _validated_settings(file, environ, records, kinds, unknown)
     failed = [r for r in records if r.state == "failed"]
     if failed and (loaded.settings.plugins.strict if strict is None else strict):
         raise PluginLoadError(failed)
@@ -409,6 +414,25 @@ def _declare(
     if record.state != "active":
         record.section = None
         pm.unregister(name=record.name)
+
+
+def _fail_unbuildable(pm: pluggy.PluginManager, records: list[PluginRecord]) -> bool:
+    """Fail each plugin whose settings model pydantic cannot build, as an import error was
+    reported before section models were built on first use (`agentcore.settings.Section`):
+    by the plugin's name, not as the settings root's traceback. True if one was found."""
+    found = False
+    for record in records:
+        if record.state != "active" or record.section is None:
+            continue
+        model = record.section.model
+        try:
+            model.model_rebuild(force=True)
+        except (PydanticUserError, PydanticUndefinedAnnotation) as exc:
+            record.fail(f"settings model {model.__name__}: {type(exc).__name__}: {exc}")
+            record.section = None
+            pm.unregister(name=record.name)
+            found = True
+    return found
 
 
 def _validated_settings(

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from agentcore.kernel import Kernel
+from agentcore.api import SettingsSection, hookimpl
+from agentcore.kernel import Kernel, PluginLoadError
 from agentcore.settings import Section, SettingsError, default_of, load_settings
 
 
@@ -90,3 +91,48 @@ def test_a_plugin_section_whose_validation_matters_keeps_it() -> None:
     assert settings.section("validated").name == "padded"
     with pytest.raises(SettingsError, match="token: required value missing"):  # as before
         load_settings(None, environ={}, sections={"required": Required})
+
+
+class Opaque:
+    """Not a type pydantic can validate."""
+
+
+class UnbuildableSettings(Section):
+    thing: Opaque | None = None
+
+
+class UnresolvedSettings(Section):
+    later: Missing | None = None  # type: ignore[name-defined]  # noqa: F821
+
+
+def section_plugin(path: str, model: type[BaseModel]) -> type:
+    class Plugin:
+        @hookimpl
+        def agentcore_settings(self) -> SettingsSection:
+            return SettingsSection(path, model)
+
+    return Plugin
+
+
+@pytest.mark.parametrize(
+    ("model", "error"),
+    [
+        (UnbuildableSettings, "PydanticSchemaGenerationError"),
+        (UnresolvedSettings, "PydanticUndefinedAnnotation"),
+    ],
+)
+def test_a_section_model_pydantic_cannot_build_fails_its_plugin_by_name(
+    model: type[BaseModel], error: str
+) -> None:
+    """Section models are built at load, not at import (`defer_build`): one pydantic cannot
+    build fails its plugin by name, as an import error did, instead of stopping the load."""
+    plugins = {"odd": section_plugin("odd", model), "fine": section_plugin("fine", Plain)}
+    kernel = Kernel.load(None, environ={}, plugins=plugins, strict=False)
+    records = {r.name: r for r in kernel.records}
+    assert records["odd"].state == "failed"
+    assert records["odd"].error is not None
+    assert records["odd"].error.startswith(f"settings model {model.__name__}: {error}")
+    assert records["fine"].state == "active"
+    assert kernel.settings.section("fine").label == "x"
+    with pytest.raises(PluginLoadError, match=f"odd .*settings model {model.__name__}"):
+        Kernel.load(None, environ={}, plugins=plugins, strict=True)

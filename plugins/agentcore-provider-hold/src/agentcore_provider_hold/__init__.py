@@ -213,7 +213,7 @@ class ProviderHold:
     `on_attempt_end`."""
 
     def __init__(self) -> None:
-        self.settings = HoldSettings()
+        self.settings = HoldSettings.model_construct()
         self._context: PluginContext[HoldSettings] | None = None
         self._linger_s = 600.0
         self._probes: set[tuple[str, int, str]] = set()

@@ -20,7 +20,7 @@ import asyncio
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -409,8 +409,10 @@ class Hooks:
                 )
         return contributed
 
-    async def mcpl_request(self, request: McplRequest) -> Any:
-        return await self._run("on_mcpl_request", (request,))
+    def mcpl_request(self, request: McplRequest) -> Coroutine[Any, Any, Any]:
+        # `_run`'s coroutine itself, not one awaiting it: a frame less held by every
+        # request in flight (a stream holds it for its whole life).
+        return self._run("on_mcpl_request", (request,))
 
     async def push_event(self, event: PushEvent) -> Any:
         """The first plugin's answer (a `PushAnswer`, unchecked here), or None."""

@@ -233,7 +233,7 @@ class Hooks:
         if only is not None:
             impls = tuple(i for i in impls if i.plugin == only)
         combine = rule.result
-        collected: list[tuple[str, Any]] = []
+        collected: list[tuple[str, Any]] | None = None  # made for a collecting hook only
         for impl in impls:
             try:
                 result = impl.call(*args)
@@ -249,10 +249,13 @@ class Hooks:
             if combine is _CHAIN:
                 args = (*args[:-1], result)
             elif combine is _COLLECT:
+                collected = collected or []
                 collected.append((impl.plugin, result))
         if combine is _CHAIN:
             return args[-1]
-        return collected if combine is _COLLECT else None
+        if combine is _COLLECT:
+            return collected or []
+        return None
 
     def _run_now(self, hook: str, args: tuple[Any, ...] = (), only: str | None = None) -> Any:
         """`_run` for a load-time hook, where no event loop runs: its implementations are

@@ -10,7 +10,8 @@ Tracing makes the host several times slower: read its report, not its timings.
 ``TRACED_FRAMES`` (8) and ``TRACED_TOP`` (30) set the frames kept and lines written;
 ``TRACED_DUMP=1`` also writes both snapshots beside REPORT (``.peak``, ``.end``), to
 load with `tracemalloc.Snapshot.load`. A SIGUSR1 takes the snapshot reported instead
-of the largest one (send it while every stream is open).
+of the largest one (send it while every stream is open); with ``TRACED_DUMP`` each one
+is kept too (``.mark1``, ``.mark2``...), to compare two moments of the same streams.
 """
 
 from __future__ import annotations
@@ -31,16 +32,19 @@ def main() -> int:
     report = sys.argv[1]
     tracemalloc.start(FRAMES)
     peak: list[tracemalloc.Snapshot] = []
-    largest = 0
+    largest = marks = 0
     done = threading.Event()
 
     def mark(*_: object) -> None:
         """SIGUSR1: this moment is the one to report (say, every stream open mid-way),
         not the largest: a peak can be work that ends bunched, not what streams hold."""
-        nonlocal largest
+        nonlocal largest, marks
         done.set()
         largest = tracemalloc.get_traced_memory()[0]
         peak[:] = [tracemalloc.take_snapshot()]
+        marks += 1
+        if os.environ.get("TRACED_DUMP"):  # each mark, to compare two moments of a stream
+            peak[0].dump(f"{report}.mark{marks}")
 
     signal.signal(signal.SIGUSR1, mark)
 

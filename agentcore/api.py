@@ -99,10 +99,6 @@ from agentcore.inference.turns import (
     TurnEnding,
 )
 from agentcore.markers import hookimpl
-from agentcore.mcpl.bulk import BulkReference
-from agentcore.mcpl.bulk import is_reference as is_bulk_reference
-from agentcore.mcpl.bulk import read_reference as read_bulk_reference
-from agentcore.mcpl.bulk import withheld as withheld_block
 from agentcore.mcpl.chunks import ChunkStream
 from agentcore.mcpl.grants import is_granted
 from agentcore.mcpl.jsonrpc import ConnectionClosed, EncodedParams, RemoteError, encode_params
@@ -151,8 +147,12 @@ from agentcore.urls import HTTP_SCHEMES, RedisUrl, WebSocketUrl, url_problem
 # The streaming driver and the wires on it bring aiohttp: loaded when a plugin first uses
 # one (a provider kind's factory, at its first provider), not when a plugin imports this.
 # So are the wire-side helpers and the bulk fetcher, which an idle host never runs (their
-# modules hold ~0.4 MB).
+# modules hold ~0.4 MB), and §19's reading of bulk references (`agentcore.mcpl.bulk`).
 if TYPE_CHECKING:
+    from agentcore.mcpl.bulk import BulkReference
+    from agentcore.mcpl.bulk import is_reference as is_bulk_reference
+    from agentcore.mcpl.bulk import read_reference as read_bulk_reference
+    from agentcore.mcpl.bulk import withheld as withheld_block
     from agentcore.mcpl.bulk_fetch import BulkFetcher, Fetched
     from agentcore.providers.anthropic import MEDIA_TYPES as ANTHROPIC_MEDIA_TYPES
     from agentcore.providers.anthropic import AnthropicTranslator
@@ -181,6 +181,10 @@ _LAZY = {
     "XmlTranslator": ("agentcore.providers.anthropic_xml", "XmlTranslator"),
     "HTTPProvider": ("agentcore.providers.driver", "HTTPProvider"),
     "BulkFetcher": ("agentcore.mcpl.bulk_fetch", "BulkFetcher"),
+    "BulkReference": ("agentcore.mcpl.bulk", "BulkReference"),
+    "is_bulk_reference": ("agentcore.mcpl.bulk", "is_reference"),
+    "read_bulk_reference": ("agentcore.mcpl.bulk", "read_reference"),
+    "withheld_block": ("agentcore.mcpl.bulk", "withheld"),
     "Fetched": ("agentcore.mcpl.bulk_fetch", "Fetched"),
     "MID_STREAM": ("agentcore.providers.errors", "MID_STREAM"),
     "error_from_payload": ("agentcore.providers.errors", "error_from_payload"),
@@ -199,7 +203,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """The driver-side names and the bulk fetcher (`_LAZY`), imported on first use."""
+    """The driver-side names, the bulk fetcher and §19's reading (`_LAZY`), imported on
+    first use."""
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ import asyncio
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -233,7 +233,7 @@ class Hooks:
         if only is not None:
             impls = tuple(i for i in impls if i.plugin == only)
         combine = rule.result
-        collected: list[tuple[str, Any]] = []
+        collected: list[tuple[str, Any]] | None = None  # made for a collecting hook only
         for impl in impls:
             try:
                 result = impl.call(*args)
@@ -249,10 +249,13 @@ class Hooks:
             if combine is _CHAIN:
                 args = (*args[:-1], result)
             elif combine is _COLLECT:
+                collected = collected or []
                 collected.append((impl.plugin, result))
         if combine is _CHAIN:
             return args[-1]
-        return collected if combine is _COLLECT else None
+        if combine is _COLLECT:
+            return collected or []
+        return None
 
     def _run_now(self, hook: str, args: tuple[Any, ...] = (), only: str | None = None) -> Any:
         """`_run` for a load-time hook, where no event loop runs: its implementations are
@@ -409,8 +412,10 @@ class Hooks:
                 )
         return contributed
 
-    async def mcpl_request(self, request: McplRequest) -> Any:
-        return await self._run("on_mcpl_request", (request,))
+    def mcpl_request(self, request: McplRequest) -> Coroutine[Any, Any, Any]:
+        # `_run`'s coroutine itself, not one awaiting it: a frame less held by every
+        # request in flight (a stream holds it for its whole life).
+        return self._run("on_mcpl_request", (request,))
 
     async def push_event(self, event: PushEvent) -> Any:
         """The first plugin's answer (a `PushAnswer`, unchecked here), or None."""

@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pluggy
 from loguru import logger
-from pydantic import BaseModel
+from pydantic import BaseModel, PydanticUndefinedAnnotation, PydanticUserError
 
 from agentcore.default_plugins import BUILTIN
+from agentcore.dist_info import name_version
 from agentcore.inference import PluginError
 from agentcore.log import plugin_module
 from agentcore.plugin_context import PluginContext as PluginContext  # the old import path
@@ -172,8 +173,7 @@ def _installed() -> tuple[list[_Claim], dict[str, str]]:
             # Its METADATA is not read: parsing every installed distribution's (twice per
             # kernel, uncached) was a noticeable part of every `agentcore` start.
             continue
-        metadata = dist.metadata
-        dist_name, version = metadata["Name"] or "?", metadata["Version"]
+        dist_name, version = name_version(dist)  # its header only (`agentcore.dist_info`)
         defaults = {ep.name: ep.value for ep in entry_points if ep.group == DEFAULTS_GROUP}
         for ep in entry_points:
             if ep.group != GROUP or (ep.name, canonical(dist_name)) in seen:
@@ -348,7 +348,12 @@ def load_plugins(
         if record.state == "active":
             _declare(pm, declarations, record, kinds)
     unknown = unknown_disabled(early.disabled, environ, records, file)
-    loaded = _validated_settings(file, environ, records, kinds, unknown)
+    try:
+        loaded = _validated_settings(file, environ, records, kinds, unknown)
+    except (PydanticUserError, PydanticUndefinedAnnotation):
+        if not _fail_unbuildable(pm, records):
+            raise
+        loaded = _validated_settings(file, environ, records, kinds, unknown)
     failed = [r for r in records if r.state == "failed"]
     if failed and (loaded.settings.plugins.strict if strict is None else strict):
         raise PluginLoadError(failed)
@@ -409,6 +414,25 @@ def _declare(
     if record.state != "active":
         record.section = None
         pm.unregister(name=record.name)
+
+
+def _fail_unbuildable(pm: pluggy.PluginManager, records: list[PluginRecord]) -> bool:
+    """Fail each plugin whose settings model pydantic cannot build, as an import error was
+    reported before section models were built on first use (`agentcore.settings.Section`):
+    by the plugin's name, not as the settings root's traceback. True if one was found."""
+    found = False
+    for record in records:
+        if record.state != "active" or record.section is None:
+            continue
+        model = record.section.model
+        try:
+            model.model_rebuild(force=True)
+        except (PydanticUserError, PydanticUndefinedAnnotation) as exc:
+            record.fail(f"settings model {model.__name__}: {type(exc).__name__}: {exc}")
+            record.section = None
+            pm.unregister(name=record.name)
+            found = True
+    return found
 
 
 def _validated_settings(

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
 from agentcore.settings_fields import ProviderName as ProviderName
 from agentcore.settings_fields import Section as Section
+from agentcore.settings_fields import default_of as default_of
 from agentcore.settings_fields import load_context as load_context
 from agentcore.settings_fields import model_reference_problem as model_reference_problem
 from agentcore.settings_fields import provider_problem as provider_problem
@@ -170,7 +171,7 @@ class ProviderSettings(Section):
     tool_mode: Literal["native", "xml"] = "native"
     """anthropic only. ``xml``: the conversation goes as a prefill transcript, tools are
     described in the system prompt and the model writes calls as XML markup."""
-    participants: ParticipantNames = Field(default_factory=lambda: ParticipantNames())
+    participants: ParticipantNames = Field(default_factory=ParticipantNames.model_construct)
     """``tool_mode = "xml"``: the names the transcript gives the two sides."""
     prompt_cache: Literal["off", "auto"] = "off"
     """``auto``: on the wires that need explicit cache breakpoints (anthropic, XML tool
@@ -256,26 +257,33 @@ class FleetSettings(RedisDeploymentSettings):
 
 
 def _default_providers() -> dict[str, ProviderSettings]:
-    return {"echo": ProviderSettings(kind="echo")}
+    return {"echo": _echo()}
+
+
+def _echo() -> ProviderSettings:
+    """The embedded provider's section: defaults, unvalidated (as `Settings`'s sections)."""
+    return ProviderSettings.model_construct(kind="echo")
 
 
 class Settings(Section):
     """The kernel's sections. Plugin sections are grafted on by `load_settings`, which
     reads the file and the environment and validates their values with a `LoadContext`.
+    A section left out holds its defaults unvalidated (``model_construct``: they are valid,
+    tests/cli/test_settings_defaults.py checks it), so its own validator is never built.
     (A plain model, not pydantic-settings' `BaseSettings`: that one's constructor runs its
     own sources, and validating through it loses the context.)"""
 
-    traces: TracesSettings = Field(default_factory=TracesSettings)
-    plugins: PluginsSettings = Field(default_factory=PluginsSettings)
+    traces: TracesSettings = Field(default_factory=TracesSettings.model_construct)
+    plugins: PluginsSettings = Field(default_factory=PluginsSettings.model_construct)
     providers: dict[str, ProviderSettings] = Field(default_factory=_default_providers)
-    inference: InferenceSettings = Field(default_factory=InferenceSettings)
-    mcpl: McplSettings = Field(default_factory=McplSettings)
-    fleet: FleetSettings = Field(default_factory=FleetSettings)
+    inference: InferenceSettings = Field(default_factory=InferenceSettings.model_construct)
+    mcpl: McplSettings = Field(default_factory=McplSettings.model_construct)
+    fleet: FleetSettings = Field(default_factory=FleetSettings.model_construct)
 
     @model_validator(mode="after")
     def _keep_echo(self) -> Settings:
         # The embedded provider is always there, so a fresh install runs with no key.
-        self.providers.setdefault("echo", ProviderSettings(kind="echo"))
+        self.providers.setdefault("echo", _echo())
         return self
 
     def section(self, path: str) -> Any:
@@ -344,14 +352,14 @@ def _graft(base: type[BaseModel], sections: Mapping[str, type[BaseModel] | None]
             if head not in base.model_fields:  # (a kernel's own section stays typed)
                 direct[head] = (dict[str, Any], Field(default_factory=dict))
         else:
-            direct[head] = (model, Field(default_factory=model))
+            direct[head] = (model, Field(default_factory=default_of(model)))
     for head, children in nested.items():
         field = base.model_fields.get(head)
         parent = field.annotation if field is not None else Section
         if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
             raise TypeError(f"settings section {head!r} cannot hold plugin sections")
         model = _graft(parent, children)
-        direct[head] = (model, Field(default_factory=model))
+        direct[head] = (model, Field(default_factory=default_of(model)))
     return create_model(base.__name__, __base__=base, **direct)
 
 

@@ -5,28 +5,50 @@ provider kinds, the settings file's folder). Plugins use them through `agentcore
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from agentcore.mcpl.grants import grant_problem
 from agentcore.settings_checks import did_you_mean, invalid, number_or_bool
 
+M = TypeVar("M", bound=BaseModel)
+
 
 class Section(BaseModel):
     """Base for every settings section: unknown keys are errors, not silently ignored, and
-    so are TOML's true and false where a number is expected, and a number for a flag."""
+    so are TOML's true and false where a number is expected, and a number for a flag.
 
-    model_config = ConfigDict(extra="forbid")
+    Its validator is built on first use (``defer_build``): the settings are validated by
+    the root model `load_settings` grafts, whose validator holds every section's, so a
+    section's own is built only where it is used alone (issue 24: `serve`'s idle RSS)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     @field_validator("*", mode="before")
     @classmethod
     def _number_or_bool(cls, value: Any, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name or "")
         return value if field is None else number_or_bool(value, field.annotation)
+
+
+def default_of(model: type[M]) -> Callable[[], M]:
+    """The default factory of a section left out: its defaults unvalidated
+    (``model_construct``) when validating them could change nothing (no required key, no
+    model validator, no default validated), so that the section's own validator is never
+    built (`Section`); otherwise the model itself, which validates, as ever."""
+    config_validates = bool(model.model_config.get("validate_default"))
+    fields = model.model_fields.values()
+    if (
+        config_validates
+        or model.__pydantic_decorators__.model_validators
+        or any(f.is_required() or f.validate_default for f in fields)
+    ):
+        return model
+    return model.model_construct
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ class McplSettings(Section, McplLimitSettings):
         default=MCPL_REQUEST_DEADLINE_S, gt=0, le=MAX_MCPL_REQUEST_DEADLINE_S
     )
     """The deadline of every server's requests unless its own table sets one."""
-    bulk: BulkSettings = Field(default_factory=BulkSettings)
+    bulk: BulkSettings = Field(default_factory=BulkSettings.model_construct)
     """``[mcpl.bulk]``: fetching §19 bulk content references (off by default)."""
     request_timeout_s: float = Field(default=MCPL_REQUEST_TIMEOUT_S, gt=0)
     """How long the host waits for a server's answer to a request the host sends

@@ -26,7 +26,10 @@
    ending with a priced reply (its claims settle a real cost): the admission step still
    makes one store operation, now with two more claims; the same target holds (issue 26).
    Beside them, CPU per call in this process and in redis-server, which a noisy machine
-   moves much less than the latencies.
+   moves much less than the latencies. The steady rows (memory, Redis, both with the
+   budget claims, and the two floors) take turns in `--rounds` slices of their
+   `--seconds`, so each sees the same moments of a shared machine: run one after another,
+   a noisy half-minute lands on one row and its p99 alone.
 3. Calls a 3-replica fleet sends to a provider during a 2 s hold after one 429: three
    kernels (replicas), one gets the 429, then every replica sends calls through the
    hold. Target with Redis: 0; the memory backend's count (each replica holds alone)
@@ -51,8 +54,9 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeAlias
 
 from agentcore_budget import Budget
 from agentcore_provider_hold import ProviderHold
@@ -207,9 +211,14 @@ def floor_claims(prefix: str, n: int) -> tuple[list[str], list[object]]:
     return admit_script.encode(sent, f"{prefix}:wake:", "admit", f"floor:{n}")
 
 
-async def floor_redis_py(url: str, seconds: float) -> list[float]:
-    """Seconds per bare EVALSHA of the admission script through redis-py (hiredis), the
-    store's own pool settings, the bench's call pattern."""
+Row: TypeAlias = Callable[[float], Awaitable[list[float]]]
+"""One steady row of the bench: run it for so many seconds, get each call's seconds."""
+
+
+@contextlib.asynccontextmanager
+async def floor_redis_py(url: str) -> AsyncIterator[Row]:
+    """Bare EVALSHAs of the admission script through redis-py (hiredis), the store's own
+    pool settings, the bench's call pattern."""
     import redis.asyncio as aioredis
 
     from agentcore.fleet.redis_connect import POOL_SIZE
@@ -219,43 +228,54 @@ async def floor_redis_py(url: str, seconds: float) -> list[float]:
     )
     client = aioredis.Redis(connection_pool=pool)
     sha = await client.script_load(admit_script.compose(()))
-    prefix, ids, costs = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9)), []
+    prefix, ids = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9))
 
-    async def one(in_flight_s: float) -> None:
-        keys, argv = floor_claims(prefix, next(ids))
-        started = time.perf_counter()
-        await client.evalsha(sha, len(keys), *keys, *argv)
-        costs.append(time.perf_counter() - started)
-        await asyncio.sleep(in_flight_s)
+    async def row(seconds: float) -> list[float]:
+        costs: list[float] = []
+
+        async def one(in_flight_s: float) -> None:
+            keys, argv = floor_claims(prefix, next(ids))
+            started = time.perf_counter()
+            await client.evalsha(sha, len(keys), *keys, *argv)
+            costs.append(time.perf_counter() - started)
+            await asyncio.sleep(in_flight_s)
+
+        await calls(one, time.monotonic() + seconds, burst=False)
+        return costs
 
     try:
-        await calls(one, time.monotonic() + seconds, burst=False)
+        yield row
     finally:
         await client.aclose()
-    return costs
 
 
-async def floor_coredis(url: str, seconds: float) -> list[float]:
+@contextlib.asynccontextmanager
+async def floor_coredis(url: str) -> AsyncIterator[Row]:
     """The same loop through coredis (its own pool, RESP3), for the client choice."""
     import coredis
 
     from agentcore.fleet.redis_connect import POOL_SIZE
 
     host, port = url.removeprefix("redis://").split("/")[0].split(":")
-    prefix, ids, costs = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9)), []
+    prefix, ids = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9))
     client = coredis.Redis(host, int(port), decode_responses=True, max_connections=POOL_SIZE)
     async with client:
         sha = await client.script_load(admit_script.compose(()))
 
-        async def one(in_flight_s: float) -> None:
-            keys, argv = floor_claims(prefix, next(ids))
-            started = time.perf_counter()
-            await client.evalsha(sha, keys=keys, args=argv)  # type: ignore[arg-type]
-            costs.append(time.perf_counter() - started)
-            await asyncio.sleep(in_flight_s)
+        async def row(seconds: float) -> list[float]:
+            costs: list[float] = []
 
-        await calls(one, time.monotonic() + seconds, burst=False)
-    return costs
+            async def one(in_flight_s: float) -> None:
+                keys, argv = floor_claims(prefix, next(ids))
+                started = time.perf_counter()
+                await client.evalsha(sha, keys=keys, args=argv)  # type: ignore[arg-type]
+                costs.append(time.perf_counter() - started)
+                await asyncio.sleep(in_flight_s)
+
+            await calls(one, time.monotonic() + seconds, burst=False)
+            return costs
+
+        yield row
 
 
 async def calls_during_hold(folder: Path, backend: str, redis_url: str) -> int:
@@ -289,42 +309,73 @@ async def calls_during_hold(folder: Path, backend: str, redis_url: str) -> int:
     return sum(1 for c in provider.calls[1:] if c.started_at < first + HOLD_S - 0.05)
 
 
-async def main(seconds: float, as_json: bool) -> int:
+async def steady_rows(
+    rows: dict[str, tuple[Row, Kernel | None]], redis_url: str, seconds: float, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, Counts]]:
+    """Each row for `seconds` in all, taking turns in `rounds` slices: every row sees the
+    same moments of a shared machine, so their p99s compare (one row after another, a
+    noisy minute lands on one of them)."""
+    costs: dict[str, list[float]] = {name: [] for name in rows}
+    counts: dict[str, Counts] = {name: Counts() for name in rows}
+    for _ in range(rounds):
+        for name, (row, kernel) in rows.items():
+            counted = counts[name]
+            stop_counting = count_round_trips(kernel.fleet if kernel else None, counted)
+            cpu, redis_cpu = time.process_time(), await redis_cpu_s(redis_url)
+            costs[name] += await row(seconds / rounds)
+            counted.cpu_s += time.process_time() - cpu
+            counted.redis_cpu_s += await redis_cpu_s(redis_url) - redis_cpu
+            stop_counting()
+    return costs, counts
+
+
+def kernel_row(kernel: Kernel, reply: Response | None) -> Row:
+    return lambda seconds: admission_costs(kernel, seconds, False, reply)
+
+
+async def main(seconds: float, rounds: int, as_json: bool) -> int:
     with RedisServer() as redis, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         # What `agentcore serve` does once serving (the collector's pauses kept out of the
         # calls' way), for every row alike: memory, Redis and the floors.
         settle_garbage_collector()
-        costs: dict[tuple[str, bool], list[float]] = {}
-        counts: dict[tuple[str, bool], Counts] = {}
-        for backend in ("memory", "redis"):
-            path = settings(folder, backend, redis.url, uuid.uuid4().hex, backend)
-            async with load(path, ScriptedProvider()) as kernel:
-                await admission_costs(kernel, 0.5, burst=True)  # connections, scripts loaded
-                for burst in (False, True):
-                    counted = counts[backend, burst] = Counts()
-                    stop_counting = count_round_trips(kernel.fleet, counted)
-                    cpu, redis_cpu = time.process_time(), await redis_cpu_s(redis.url)
-                    costs[backend, burst] = await admission_costs(kernel, seconds, burst)
-                    counted.cpu_s = time.process_time() - cpu
-                    stop_counting()
-                    counted.redis_cpu_s = await redis_cpu_s(redis.url) - redis_cpu
-        budgeted: dict[str, list[float]] = {}
-        budget_counts: dict[str, Counts] = {}
-        for backend in ("memory", "redis"):
-            path = settings(folder, backend, redis.url, uuid.uuid4().hex, f"b-{backend}", True)
-            async with load(path, ScriptedProvider()) as kernel:
-                await admission_costs(kernel, 0.5, True, PRICED)
-                counted = budget_counts[backend] = Counts()
-                cpu, redis_cpu = time.process_time(), await redis_cpu_s(redis.url)
-                budgeted[backend] = await admission_costs(kernel, seconds, False, PRICED)
-                counted.cpu_s = time.process_time() - cpu
-                counted.redis_cpu_s = await redis_cpu_s(redis.url) - redis_cpu
-        floors = {
-            "redis-py": await floor_redis_py(redis.url, seconds),
-            "coredis": await floor_coredis(redis.url, seconds),
-        }
+        async with contextlib.AsyncExitStack() as stack:
+            rows: dict[str, tuple[Row, Kernel | None]] = {}
+            bursts: dict[str, list[float]] = {}
+            burst_counts: dict[str, Counts] = {}
+            for budget in (False, True):
+                for backend in ("memory", "redis"):
+                    name = f"budget-{backend}" if budget else backend
+                    path = settings(folder, backend, redis.url, uuid.uuid4().hex, name, budget)
+                    kernel = await stack.enter_async_context(load(path, ScriptedProvider()))
+                    reply = PRICED if budget else None
+                    await admission_costs(kernel, 0.5, True, reply)  # connections, scripts
+                    rows[name] = (kernel_row(kernel, reply), kernel)
+                    if not budget:  # the burst rows: one after the other
+                        counted = burst_counts[backend] = Counts()
+                        stop_counting = count_round_trips(kernel.fleet, counted)
+                        cpu, redis_cpu = time.process_time(), await redis_cpu_s(redis.url)
+                        bursts[backend] = await admission_costs(kernel, seconds, True)
+                        counted.cpu_s = time.process_time() - cpu
+                        stop_counting()
+                        counted.redis_cpu_s = await redis_cpu_s(redis.url) - redis_cpu
+            rows["floor redis-py"] = (
+                await stack.enter_async_context(floor_redis_py(redis.url)),
+                None,
+            )
+            rows["floor coredis"] = (
+                await stack.enter_async_context(floor_coredis(redis.url)),
+                None,
+            )
+            steady, steady_counts = await steady_rows(rows, redis.url, seconds, rounds)
         held = {b: await calls_during_hold(folder, b, redis.url) for b in ("memory", "redis")}
+    costs = {(b, False): steady[b] for b in ("memory", "redis")}
+    costs |= {(b, True): bursts[b] for b in ("memory", "redis")}
+    counts = {(b, False): steady_counts[b] for b in ("memory", "redis")}
+    counts |= {(b, True): burst_counts[b] for b in ("memory", "redis")}
+    budgeted = {b: steady[f"budget-{b}"] for b in ("memory", "redis")}
+    budget_counts = {b: steady_counts[f"budget-{b}"] for b in ("memory", "redis")}
+    floors = {c: steady[f"floor {c}"] for c in ("redis-py", "coredis")}
 
     load_average = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
@@ -408,7 +459,10 @@ async def main(seconds: float, as_json: bool) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=6.0, help="per backend and mode")
+    parser.add_argument("--seconds", type=float, default=12.0, help="per row, in all")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="slices the steady rows take turns in"
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON object")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.seconds, args.json)))
+    sys.exit(asyncio.run(main(args.seconds, args.rounds, args.json)))

@@ -431,8 +431,8 @@ def run_client_rss(kind: str, url: str, n: int) -> int:
     """``--client-rss KIND URL N``: open N streamed POSTs to the loopback provider at once,
     read each one's head and first bytes, and print the RSS they added, in KB a stream:
     with ``asyncio`` a bare `asyncio.open_connection` (the relay's way), with ``aiohttp``
-    a `ClientSession` as the providers' driver configures it (pooled connector, its
-    timeouts, no cookie jar, the trace config that sees a pooled connection reused)."""
+    a `ClientSession` as the providers' driver configures it (its pooled connector that
+    tells a reused connection apart, its timeouts, no cookie jar)."""
     import urllib.parse
 
     key = os.environ["LOOPBACK_API_KEY"]
@@ -453,14 +453,13 @@ def run_client_rss(kind: str, url: str, n: int) -> int:
         if kind == "aiohttp":
             import aiohttp
 
-            from agentcore.providers.stale import reuse_tracing
+            from agentcore.providers.stale import ReuseAwareConnector
 
             session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0),
+                connector=ReuseAwareConnector(limit=0),
                 timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=600),
                 headers={**headers, "content-type": "application/json"},
                 cookie_jar=aiohttp.DummyCookieJar(),
-                trace_configs=[reuse_tracing()],
             )
 
             async def one() -> None:

@@ -98,16 +98,17 @@ WINDOW_LUA = """{
   check = function(c)
     local window = tonumber(c.args[2])
     redis.call('ZREMRANGEBYSCORE', c.keys[1], '-inf', c.now - window)
-    if redis.call('ZCARD', c.keys[1]) >= tonumber(c.args[1]) then
+    c.n = redis.call('ZCARD', c.keys[1])
+    if c.n >= tonumber(c.args[1]) then
       local oldest = redis.call('ZRANGE', c.keys[1], 0, 0, 'WITHSCORES')
       return {math.max(1, tonumber(oldest[2]) + window - c.now), 'window'}
     end
     return nil
   end,
   take = function(c)
-    -- One member per take, even a holder's second in the same ms.
-    local n = redis.call('ZCARD', c.keys[1])
-    redis.call('ZADD', c.keys[1], c.now, c.holder .. '@' .. c.now .. '#' .. n)
+    -- One member per take, even a holder's second in the same ms: the count the check
+    -- saw, and the claim's place in the call (two claims of one call on one key differ).
+    redis.call('ZADD', c.keys[1], c.now, c.holder .. '@' .. c.now .. '#' .. c.n .. '.' .. c.i)
     redis.call('PEXPIRE', c.keys[1], tonumber(c.args[2]))
     return 0
   end,
@@ -134,7 +135,7 @@ while a <= #ARGV do
   local kind, key = ARGV[a], ARGV[a + 4]
   local nk, na, ns = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local c = {keys = {}, args = {}, settle = {}, holder = holder, now = now, key = key}
-  c.step = K[kind]
+  c.step, c.i = K[kind], #claims + 1
   if not c.step then return redis.error_reply('no claim kind ' .. kind) end
   for i = 1, nk do c.keys[i] = KEYS[k]; k = k + 1 end
   a = a + 5

@@ -30,6 +30,7 @@ from typing import Any
 from loguru import logger
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentcore.fleet import admit_script
@@ -396,6 +397,18 @@ class RedisFleetStore:
                         key = str(message["channel"])[len(prefix) :]
                         self.holds.changed(key, str(message.get("data")))
                         self._wake(key)
+            except ResponseError as exc:  # the ACL refuses the channels: asking again won't do
+                logger.error(
+                    "the fleet store ({}) may not subscribe to its wake channels {}*: {}. The "
+                    "Redis user needs &{}* and +@pubsub (README, 'Running a fleet'); until "
+                    "then a waiting call polls instead of being woken, and every admission "
+                    "asks Redis about holds",
+                    self.description,
+                    prefix,
+                    redact(explain(exc)),
+                    prefix,
+                )
+                return
             except UNREACHABLE:
                 if self._closed:  # `aclose` closed the subscription's connection
                     return

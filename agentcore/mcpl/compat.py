@@ -26,11 +26,11 @@ carried by its ``mcpl:server_state`` trace.
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentcore.dist_info import installed_version
 from agentcore.mcpl.protocol import CAPABILITY_DENIED, McplError
 
 CURRENT = "0.5"
@@ -69,11 +69,8 @@ def refused_in(state: str, capability: str) -> McplError:
 
 
 def client_version() -> str:
-    """agentcore's version, for `initialize`'s clientInfo."""
-    try:
-        return importlib.metadata.version("agentcore")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
+    """agentcore's version, for `initialize`'s clientInfo (the installed distribution's)."""
+    return installed_version("agentcore")
 
 
 # What the connection layer itself supports, as §5.2 shapes it. The rest of what a host

@@ -52,7 +52,7 @@ LIMIT_KEYS: tuple[str, ...] = tuple(asdict(DEFAULT_LIMITS))
 class McplLimitSettings(BaseModel):
     """``[mcpl]``: the bounds every server is held to unless its own section sets one."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # see `Section`
 
     max_requests_in_flight: int = Field(default=DEFAULT_LIMITS.max_requests_in_flight, ge=1)
     max_queued_bytes: int = Field(default=DEFAULT_LIMITS.max_queued_bytes, ge=1)
@@ -74,7 +74,7 @@ class McplLimitSettings(BaseModel):
 class ServerLimitSettings(BaseModel):
     """The same keys in ``[mcpl.servers.NAME]``; unset (None): ``[mcpl]``'s."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # see `Section`
 
     max_requests_in_flight: int | None = Field(default=None, ge=1)
     max_queued_bytes: int | None = Field(default=None, ge=1)

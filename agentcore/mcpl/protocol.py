@@ -9,10 +9,12 @@ one boundary where exceptions become error objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentcore.mcpl.bulk import BulkReference
 from agentcore.mcpl.chunks import ChunkStream
+
+if TYPE_CHECKING:  # §19's reading loads with the first push event or bulk fetch
+    from agentcore.mcpl.bulk import BulkReference
 
 # JSON-RPC 2.0
 PARSE_ERROR = -32700

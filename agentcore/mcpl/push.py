@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcore._constants import PUSH_DEDUP_WINDOW_S
-from agentcore.mcpl.bulk import model_content
 from agentcore.mcpl.limits import DEFAULT_LIMITS, Limits
 from agentcore.mcpl.protocol import (
     INTERNAL_ERROR,
@@ -151,6 +150,8 @@ def read_event(
     if "pushEvents" in coalescing and "coalesce" in params:
         coalesce = read_coalesce(params["coalesce"], coalescing)
     provenance = f"from MCPL server {request.server.name}, push event {event_id[:64]}"
+    from agentcore.mcpl.bulk import model_content  # §19: loaded with the first push event
+
     content, references = model_content(payload["content"], provenance)
     return PushEvent(
         server=request.server,

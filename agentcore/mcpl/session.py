@@ -280,8 +280,15 @@ class Session:
         params = self.gate.admit(inbound.method, inbound.params)
         # Bound to the session it arrived on, never to "whichever session is current".
         request = McplRequest(self.handle, inbound.id, inbound.method, params, inbound=inbound)
-        async with self.settings.deadline.applied(request):
-            result = await self.settings.handler(request)
+        deadline = self.settings.deadline
+        scope = deadline.scope(request)
+        try:
+            async with scope:
+                result = await self.settings.handler(request)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # the handler's own TimeoutError, not the deadline's
+            raise deadline.passed() from None
         if result is None:  # §6.6: a method never goes unanswered
             raise McplError(
                 METHOD_NOT_FOUND, f"Method not found: nothing here answers {request.method}"

@@ -48,7 +48,13 @@ from agentcore.inference.watchdog import StreamWatch, Watchdog
 from agentcore.providers.body import UNWATCHED, Silence, drained, ending, replay_body
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.proxy import env_proxy
-from agentcore.providers.stale import Sending, closed_unread, resent_error, reuse_tracing
+from agentcore.providers.stale import (
+    SENDING,
+    ReuseAwareConnector,
+    Sending,
+    closed_unread,
+    resent_error,
+)
 from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
 from agentcore.providers.wire import HttpCall, Translator, Wire
 from agentcore.redaction import (
@@ -105,7 +111,8 @@ class HTTPProvider:
         opens a connection of its own (a request sent again after a stale pooled one)."""
         config = self._config
         keepalive = config.max_keepalive_connections > 0 and not fresh
-        connector = aiohttp.TCPConnector(
+        # Only a pooled connection can be reused: only then is it told apart (`stale`).
+        connector = (ReuseAwareConnector if keepalive else aiohttp.TCPConnector)(
             limit=config.max_connections or 0,
             force_close=not keepalive,
         )
@@ -120,7 +127,6 @@ class HTTPProvider:
             timeout=timeout,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),
-            trace_configs=None if fresh else [reuse_tracing()],
         )
         if fresh:
             self._fresh = session
@@ -177,15 +183,18 @@ class HTTPProvider:
     ) -> aiohttp.ClientResponse:
         url = self._url(path)
         signed = self.wire.sign(str(url), data, self._headers) if self.wire.signs else None
-        return await session.post(
-            url,
-            data=data,
-            headers=signed,
-            allow_redirects=False,
-            proxy=self._proxy,
-            proxy_headers=self._proxy_headers,
-            trace_request_ctx=sending,
-        )
+        marking = SENDING.set(sending)  # for the connector to mark, if it reuses a connection
+        try:
+            return await session.post(
+                url,
+                data=data,
+                headers=signed,
+                allow_redirects=False,
+                proxy=self._proxy,
+                proxy_headers=self._proxy_headers,
+            )
+        finally:
+            SENDING.reset(marking)
 
     # -- whole ---------------------------------------------------------------------------------
 

@@ -25,8 +25,10 @@ from deploy_rig import (
     window_size,
 )
 from e2e_support import Hub
+from loguru import logger
 
 from agentcore.fleet import FleetUnavailable, open_store
+from agentcore.fleet.claims import WINDOW, Claim
 from agentcore.settings import FleetSettings
 from agentcore.testing import LoopbackServer, Scenario
 from agentcore.testing.redis import RedisServer, TlsFiles, make_tls_files
@@ -54,6 +56,7 @@ ACL_COMMANDS = [
     "-@dangerous",
 ]
 """What the store needs, as README "Running a fleet" gives it (no admin commands)."""
+ADMIN_USER, ADMIN_PASSWORD = "test-admin", "admin-pw-3c9a"
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +73,14 @@ def acl_redis() -> Iterator[RedisServer]:
             keys=["{fleet-*"],
             channels=["fleet-*"],
             commands=ACL_COMMANDS,
+        )
+        admin.acl_setuser(  # for the tests that change the rules: the default goes off
+            ADMIN_USER,
+            enabled=True,
+            passwords=[f"+{ADMIN_PASSWORD}"],
+            keys=["*"],
+            channels=["*"],
+            commands=["+@all"],
         )
         admin.acl_setuser("default", enabled=False)
         admin.close()
@@ -233,3 +244,60 @@ async def test_a_store_logs_in_to_password_protected_sentinels_and_primary(
             assert "primary" in store.description and SENTINEL_PASSWORD not in store.description
         finally:
             await store.aclose()
+
+
+# -- an ACL without the wake channels ---------------------------------------------------
+
+
+async def test_a_user_that_may_not_subscribe_is_told_once_and_admission_still_works(
+    acl_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README's ACL gives the wake channels (``&PREFIX:wake:*``); a user without them gets
+    one error naming what to add, and calls are still admitted (no hold view, no wake-ups:
+    waiters poll)."""
+    user = "agentcore-no-channels"
+    _setuser_without_channels(acl_redis, user)
+    monkeypatch.setenv(PASSWORD_ENV, ACL_PASSWORD)
+    key_prefix = prefix()
+    errors: list[str] = []
+    sink = logger.add(lambda m: errors.append(m.record["message"]), level="ERROR")
+    store = open_store(
+        FleetSettings(
+            backend="redis",
+            redis_url=acl_redis.url,
+            key_prefix=key_prefix,
+            username=user,
+            password_env=PASSWORD_ENV,
+        )
+    )
+    try:
+        window = Claim(WINDOW, "p", (10, 60_000))
+        assert await store.admit([window], "a") == [0]
+        for _ in range(3):
+            store.changed("p")  # each asks for the subscription
+            await asyncio.sleep(0.2)
+        assert await store.admit([window], "b") == [0]
+    finally:
+        await store.aclose()
+        logger.remove(sink)
+    told = [e for e in errors if "may not subscribe" in e]
+    assert len(told) == 1, errors
+    assert f"&{key_prefix}:wake:*" in told[0] and "+@pubsub" in told[0]
+    assert "NoPermissionError" in told[0]
+    assert ACL_PASSWORD not in " ".join(errors)
+
+
+def _setuser_without_channels(server: RedisServer, user: str) -> None:
+    """`ACL_USER`'s rules on the same keys, but no channel at all."""
+    admin = redis.Redis(port=server.port, username=ADMIN_USER, password=ADMIN_PASSWORD)
+    try:
+        admin.acl_setuser(
+            user,
+            enabled=True,
+            reset=True,
+            passwords=[f"+{ACL_PASSWORD}"],
+            keys=["{fleet-*"],
+            commands=ACL_COMMANDS,
+        )
+    finally:
+        admin.close()

@@ -440,6 +440,15 @@ async def test_a_refused_set_takes_nothing_and_names_its_claim(
     assert await window(claim_store, "p", "probe", 1, 60.0) == 0.0  # nor the window place
 
 
+async def test_two_window_claims_on_one_key_take_two_places(claim_store: FleetStore) -> None:
+    # One call, the same window twice (two plugins limiting one provider): each take is a
+    # place of its own, though both are the same holder's in the same millisecond.
+    assert await claim_store.admit([window_claim(3), window_claim(3)], "a") == [0, 0]
+    assert await claim_store.admit([window_claim(3)], "b") == [0]
+    refusal = await claim_store.admit([window_claim(3)], "c")
+    assert isinstance(refusal, ClaimRefusal) and refusal.detail == "window"
+
+
 async def test_a_plugin_kind_refuses_with_its_own_detail(claim_store: FleetStore) -> None:
     assert await claim_store.admit([quota_claim(1.5, 1.0)], "a") == [0]
     refusal = await claim_store.admit([slots_claim(5), quota_claim(1.5, 1.0)], "b")

@@ -7,7 +7,9 @@ no override and no export, must not have loaded them. Nor the smaller ones a run
 need: yarl (with idna and multidict, ~1 MB: a ``ws://`` server URL's check), tenacity (the
 retry backoff, at a first failed attempt), `html` (its entity table, ~0.4 MB: an
 injected resource's label), `unicodedata` (a §19 stub's label) and `difflib` (a misspelt
-settings key's suggestion). Each check runs in a fresh
+settings key's suggestion), `email.parser` (`importlib.metadata`'s full parse of a
+distribution's METADATA: agentcore's holds the README, ~0.7 MB of heap; the plugins' names
+and versions and the handshake's clientInfo read its header only). Each check runs in a fresh
 interpreter, as `serve` does: this one has imported all of them already.
 """
 
@@ -20,16 +22,22 @@ import sys
 from pathlib import Path
 
 LAZY = ("aiohttp", "pydantic_settings", "opentelemetry.trace", "opentelemetry.sdk")
-LAZY += ("yarl", "tenacity", "html", "unicodedata", "difflib")
+LAZY += ("yarl", "tenacity", "html", "unicodedata", "difflib", "email.parser")
+# The mcpl-context plugins' wire and push-event inbox: a host turn's, or enabled events'.
+LAZY += ("agentcore_mcpl_context.wire", "agentcore_mcpl_context.events")
+# §19's bulk references: read with a first push event, injection or fetch.
+LAZY += ("agentcore.mcpl.bulk",)
 
 PROBE = """
 import asyncio, json, sys
 from agentcore.kernel import Kernel
 import agentcore.mcpl.host  # what `serve` imports to run the MCPL host
+from agentcore.mcpl.compat import client_version
 
 async def main() -> None:
     kernel = Kernel.load(sys.argv[1])
     await kernel.start()
+    client_version()  # an MCPL handshake's clientInfo
     await kernel.stop()
 
 asyncio.run(main())

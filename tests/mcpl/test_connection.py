@@ -13,10 +13,12 @@ import pytest
 
 from agentcore.mcpl.connection import (
     HOST_MCPL_CAPABILITIES,
+    McplRequestHandler,
     McplStartError,
     ServerConnection,
     host_capabilities,
 )
+from agentcore.mcpl.deadline import Deadline
 from agentcore.mcpl.jsonrpc import ConnectionClosed
 from agentcore.mcpl.protocol import (
     CAPABILITY_DENIED,
@@ -103,9 +105,10 @@ async def connect(scripted_server: Any) -> AsyncIterator[Connect]:
         *,
         grant: list[str] = GRANT,
         disabled: tuple[str, ...] = ("memory.off",),
-        host: Host | None = None,
+        host: McplRequestHandler | None = None,
         max_frame_bytes: int = 4 * 1024 * 1024,
         reconnect: ReconnectPolicy | None = None,
+        deadline: Deadline | None = None,
         **config: Any,
     ) -> ServerConnection:
         config.setdefault("manifest", MANIFEST)
@@ -121,6 +124,7 @@ async def connect(scripted_server: Any) -> AsyncIterator[Connect]:
             handler=host or Host(),
             reconnect=reconnect,
             request_timeout_s=TIMEOUT,
+            deadline=deadline,
         )
         opened.append(conn)
         await asyncio.wait_for(conn.start(), TIMEOUT)
@@ -293,6 +297,41 @@ async def test_streaming_passes_when_granted_and_declared(connect: Connect) -> N
     # ...and a set that declares it streams.
     params = {**INFER, "stream": True, "featureSet": "memory.streamed"}
     assert (await call(conn, "inference/request", params))["result"] == RESULT
+
+
+async def test_a_request_past_its_deadline_is_cancelled_and_answered_naming_it(
+    connect: Connect,
+) -> None:
+    host = Host()
+    host.block = True
+    cancelled: list[float | None] = []
+
+    async def blocked(request: McplRequest) -> Any:
+        try:
+            return await host(request)
+        except asyncio.CancelledError:
+            cancelled.append(request.deadline)
+            raise
+
+    conn = await connect(host=blocked, deadline=Deadline(0.2, "[test] request_deadline_s"))
+    answer = await call(conn, "inference/request", INFER)
+    assert answer["error"] == {
+        "code": INTERNAL_ERROR,
+        "message": "The request's deadline passed: no answer within 0.2 s "
+        "([test] request_deadline_s); the host stopped working on it",
+        "data": {"reason": "deadline", "deadlineS": 0.2},
+    }
+    assert len(cancelled) == 1 and cancelled[0] is not None  # it could tell why
+
+
+async def test_a_handlers_own_timeout_is_not_taken_for_the_deadline(connect: Connect) -> None:
+    async def times_out(request: McplRequest) -> Any:
+        raise TimeoutError("the handler's own")
+
+    conn = await connect(host=times_out, deadline=Deadline(30.0, "[test] request_deadline_s"))
+    error = (await call(conn, "inference/request", INFER))["error"]
+    assert error["code"] == INTERNAL_ERROR
+    assert "deadline" not in error["message"] and error.get("data") is None
 
 
 async def test_model_info_unanswered_by_plugins_gets_an_error_not_silence(

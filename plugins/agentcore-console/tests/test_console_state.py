@@ -249,3 +249,27 @@ def test_unknown_traces_change_nothing_and_failures_are_capped() -> None:
         )
     failures = state.snapshot()["failures"]
     assert len(failures) == 20 and failures[0]["error"] == "e49"
+
+
+def test_an_inference_in_flight_shows_its_attempt_and_last_error_once_retried() -> None:
+    state = HostState()
+    start = {"model": "a:m", "provider": "a", "streamed": True, "serverId": "s"}
+    feed(state, "inference:start", at=2_000, inferenceId="inf_2", **start)
+    feed(state, "inference:start", at=1_000, inferenceId="inf_1", **start)
+    first, second = state.snapshot()["inferences"]
+    assert first == {
+        "inferenceId": "inf_1",
+        "model": "a:m",
+        "provider": "a",
+        "streamed": True,
+        "serverId": "s",
+        "attempt": 1,
+        "sinceMs": 1_000,
+    }
+    assert second["inferenceId"] == "inf_2" and "lastError" not in second
+    feed(state, "inference:retry", inferenceId="inf_1", attempt=1, error="overloaded 529")
+    first = state.snapshot()["inferences"][0]
+    assert (first["attempt"], first["lastError"]) == (2, "overloaded 529")
+    feed(state, "inference:complete", inferenceId="inf_1", costUsd=0.5)
+    assert [i["inferenceId"] for i in state.snapshot()["inferences"]] == ["inf_2"]
+    assert state.snapshot()["providers"][0]["completed"] == 1

@@ -178,7 +178,7 @@ class Budget:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
-        self.settings = BudgetSettings()
+        self.settings = BudgetSettings.model_construct()
         self._context: PluginContext[BudgetSettings] | None = None
         self._pricer: Pricer | None = None
         self._window: _Window | None = None

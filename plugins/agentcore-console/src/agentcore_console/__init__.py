@@ -103,7 +103,7 @@ class ConsolePage:
     """The plugin object; the kernel makes one per kernel."""
 
     def __init__(self) -> None:
-        self.settings = ConsoleSettings()
+        self.settings = ConsoleSettings.model_construct()
         self.state = HostState()
         self.url: str | None = None
         """``http://HOST:PORT/`` once serving (the port the OS gave when PORT was 0)."""

@@ -32,6 +32,71 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class _Inference:
+    """One inference in flight, as the page lists it. A slotted object, not a dict: every
+    stream holds one while it runs (~0.17 KB less each)."""
+
+    __slots__ = (
+        "attempt",
+        "inference_id",
+        "last_error",
+        "model",
+        "provider",
+        "server_id",
+        "since_ms",
+        "streamed",
+    )
+
+    def __init__(self, fields: dict[str, Any], since_ms: int) -> None:
+        self.inference_id = fields.get("inferenceId")
+        self.model = fields.get("model")
+        self.provider = fields.get("provider")
+        self.streamed = fields.get("streamed")
+        self.server_id = fields.get("serverId")
+        self.attempt = 1
+        self.since_ms = since_ms
+        self.last_error: Any = _NONE
+
+    def to_json(self) -> dict[str, Any]:
+        shown = {
+            "inferenceId": self.inference_id,
+            "model": self.model,
+            "provider": self.provider,
+            "streamed": self.streamed,
+            "serverId": self.server_id,
+            "attempt": self.attempt,
+            "sinceMs": self.since_ms,
+        }
+        if self.last_error is not _NONE:  # once it was retried
+            shown["lastError"] = self.last_error
+        return shown
+
+
+class _Request:
+    """One MCPL `inference/request` in flight, as the page lists it (slotted, as above)."""
+
+    __slots__ = ("feature_set", "model", "request_id", "since_ms", "streamed")
+
+    def __init__(self, fields: dict[str, Any], since_ms: int) -> None:
+        self.request_id = fields.get("requestId")
+        self.feature_set = fields.get("featureSet")
+        self.model = fields.get("model")
+        self.streamed = fields.get("streamed")
+        self.since_ms = since_ms
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requestId": self.request_id,
+            "featureSet": self.feature_set,
+            "model": self.model,
+            "streamed": self.streamed,
+            "sinceMs": self.since_ms,
+        }
+
+
+_NONE: Any = object()
+
+
 class HostState:
     """See the module docstring. `version` grows with every event that changed something."""
 
@@ -41,7 +106,7 @@ class HostState:
         self.providers: dict[str, dict[str, Any]] = {}
         self.holds: dict[tuple[str, str], dict[str, Any]] = {}
         self.waiting: dict[str, dict[str, Any]] = {}
-        self.inferences: dict[str, dict[str, Any]] = {}
+        self.inferences: dict[str, _Inference] = {}
         self.servers: dict[str, dict[str, Any]] = {}
         self.failures: deque[dict[str, Any]] = deque(maxlen=LAST_FAILURES)
         self.totals = {
@@ -103,17 +168,9 @@ class HostState:
         provider["kind"] = f.get("providerKind") or provider["kind"]
         provider["inFlight"] += 1
         self.totals["started"] += 1
-        self.inferences[str(f.get("inferenceId"))] = {
-            "inferenceId": f.get("inferenceId"),
-            "model": f.get("model"),
-            "provider": f.get("provider"),
-            "streamed": f.get("streamed"),
-            "serverId": f.get("serverId"),
-            "attempt": 1,
-            "sinceMs": event.timestamp,
-        }
+        self.inferences[str(f.get("inferenceId"))] = _Inference(f, event.timestamp)
 
-    def _end(self, event: TraceEvent) -> dict[str, Any] | None:
+    def _end(self, event: TraceEvent) -> _Inference | None:
         f = event.fields
         inference = self.inferences.pop(str(f.get("inferenceId")), None)
         for wait_id in [
@@ -121,7 +178,7 @@ class HostState:
         ]:
             del self.waiting[wait_id]  # a wait cut short by the end (shutdown) ends with it
         if inference is not None:
-            provider = self._provider(str(inference["provider"]))
+            provider = self._provider(str(inference.provider))
             provider["inFlight"] = max(0, provider["inFlight"] - 1)
         return inference
 
@@ -132,7 +189,7 @@ class HostState:
         priced = isinstance(given, int | float)
         cost = float(given) if isinstance(given, int | float) else 0.0
         if inference is not None:
-            provider = self._provider(str(inference["provider"]))
+            provider = self._provider(str(inference.provider))
             provider["completed"] += 1
             provider["costUsd"] += cost
         self.totals["completed"] += 1
@@ -146,7 +203,7 @@ class HostState:
         f = event.fields
         inference = self._end(event)
         if inference is not None:
-            self._provider(str(inference["provider"]))["failed"] += 1
+            self._provider(str(inference.provider))["failed"] += 1
         self.totals["failed"] += 1
         self.failures.appendleft(
             {
@@ -162,8 +219,8 @@ class HostState:
     def _retry(self, event: TraceEvent) -> None:
         inference = self.inferences.get(str(event.fields.get("inferenceId")))
         if inference is not None:
-            inference["attempt"] = int(event.fields.get("attempt") or 0) + 1
-            inference["lastError"] = event.fields.get("error")
+            inference.attempt = int(event.fields.get("attempt") or 0) + 1
+            inference.last_error = event.fields.get("error")
 
     def _waiting(self, event: TraceEvent) -> None:
         f = payload(event, WaitingPayload)
@@ -262,13 +319,7 @@ class HostState:
     def _mcpl_start(self, event: TraceEvent) -> None:
         f = event.fields
         server = self._server(str(f.get("serverId")))
-        server["requests"][str(f.get("requestId"))] = {
-            "requestId": f.get("requestId"),
-            "featureSet": f.get("featureSet"),
-            "model": f.get("model"),
-            "streamed": f.get("streamed"),
-            "sinceMs": event.timestamp,
-        }
+        server["requests"][str(f.get("requestId"))] = _Request(f, event.timestamp)
 
     def _mcpl_end(self, event: TraceEvent) -> None:
         f = event.fields
@@ -303,13 +354,19 @@ class HostState:
             "providers": sorted(self.providers.values(), key=lambda p: str(p["name"])),
             "holds": sorted(self.holds.values(), key=lambda h: (h["provider"], h["model"])),
             "waiting": sorted(self.waiting.values(), key=lambda w: w["sinceMs"]),
-            "inferences": sorted(self.inferences.values(), key=lambda i: i["sinceMs"]),
+            "inferences": [
+                i.to_json() for i in sorted(self.inferences.values(), key=lambda i: i.since_ms)
+            ],
             "servers": [
-                {**s, "requests": sorted(s["requests"].values(), key=lambda r: r["sinceMs"])}
+                {**s, "requests": [r.to_json() for r in sorted(s["requests"].values(), key=_since)]}
                 for s in sorted(self.servers.values(), key=lambda s: str(s["serverId"]))
             ],
             "failures": list(self.failures),
         }
+
+
+def _since(request: _Request) -> int:
+    return request.since_ms
 
 
 __all__ = ["LAST_FAILURES", "HostState"]

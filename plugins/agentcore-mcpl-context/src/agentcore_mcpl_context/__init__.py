@@ -40,7 +40,6 @@ from loguru import logger
 from pydantic import Field
 
 from agentcore.api import (
-    BulkReference,
     ConnectionClosed,
     Inference,
     Injection,
@@ -53,22 +52,14 @@ from agentcore.api import (
     hookimpl,
     is_granted,
 )
-from agentcore_mcpl_context.wire import (
-    INFERENCE_LIFECYCLE,
-    LIFECYCLE,
-    MODEL_INFO,
-    ContextInjection,
-    HookAnswer,
-    before_inference,
-    before_inference_params,
-    fetched_block,
-    lifecycle_params,
-    may_observe,
-    takes_hooks,
-)
+from agentcore_mcpl_context.names import INFERENCE_LIFECYCLE, LIFECYCLE, MODEL_INFO
 
 if TYPE_CHECKING:
-    from agentcore.api import BulkFetcher, Fetched
+    from agentcore.api import BulkFetcher, BulkReference, Fetched
+    from agentcore_mcpl_context.wire import ContextInjection, HookAnswer
+
+# `agentcore_mcpl_context.wire` (and the events it imports) loads at the first host turn
+# (`Request.turn`): `serve` answering its servers' requests never needs it.
 
 DEFAULT_HOOK_TIMEOUT_S = 5.0  # SPEC §10.6's recommendation
 BULK_TRACE = "mcpl:bulk_reference"
@@ -131,6 +122,13 @@ class McplContext:
         turn = inference.request.turn
         if turn is None:
             return []
+        from agentcore_mcpl_context.wire import (
+            before_inference,
+            before_inference_params,
+            may_observe,
+            takes_hooks,
+        )
+
         servers = [s for s in self._ctx.mcpl_servers() if s.ready and takes_hooks(s.grant)]
         if not servers:
             return []
@@ -177,6 +175,8 @@ class McplContext:
         carried) the payload replaces it. Traced one by one."""
         if not injection.references:
             return injection
+        from agentcore_mcpl_context.wire import fetched_block
+
         fetches = [self._fetch(r, server.name, budget) for _, r in injection.references]
         results = await asyncio.gather(*fetches)
         content = list(injection.content)
@@ -287,6 +287,8 @@ class McplContext:
         ]
         if not servers:
             return
+        from agentcore_mcpl_context.wire import lifecycle_params
+
         model = self._model(inference)
         sent: list[tuple[ServerHandle, int]] = []
         for server in servers:
@@ -308,6 +310,8 @@ class McplContext:
         turn = inference.request.turn
         if not sent or turn is None:
             return
+        from agentcore_mcpl_context.wire import lifecycle_params
+
         model = self._model(inference)
         usage = None
         if ending.phase == "completed" and ending.usage is not None:

@@ -25,7 +25,7 @@ reason, as it always did.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -44,8 +44,12 @@ from agentcore.api import (
     hookimpl,
     is_granted,
 )
-from agentcore_mcpl_context.events import Inbox, Pending
-from agentcore_mcpl_context.wire import event_blocks
+
+if TYPE_CHECKING:
+    from agentcore_mcpl_context.events import Inbox, Pending
+
+# The inbox (`agentcore_mcpl_context.events`) and the wire load only when the plugin is
+# enabled: off (the default), `serve` never needs them (issue 24, idle RSS).
 
 RETRY_WINDOW_MS = 3_600_000  # RFC-006 §3.1's floor, which the host's dedup keeps
 INBOX_FULL = "the host's queue of push events waiting for its next turn is full"
@@ -75,7 +79,7 @@ class McplEvents:
 
     def __init__(self) -> None:
         self._context: PluginContext[EventsSettings] | None = None
-        self._inbox = Inbox()
+        self._inbox: Inbox | None = None
 
     @hookimpl
     def agentcore_settings(self) -> SettingsSection:
@@ -84,11 +88,21 @@ class McplEvents:
     @hookimpl
     def agentcore_start(self, context: PluginContext[EventsSettings]) -> None:
         self._context = context
-        self._inbox = Inbox(context.settings.max_pending_events, context.settings.max_subjects)
+        self._inbox = None  # made at its first use, with these settings' bounds
 
     @property
     def _enabled(self) -> bool:
         return self._context is not None and self._context.settings.enabled
+
+    @property
+    def _events(self) -> Inbox:
+        """The inbox, made (and its module loaded) when the enabled plugin first needs it."""
+        if self._inbox is None:
+            from agentcore_mcpl_context.events import Inbox
+
+            settings = self._settings
+            self._inbox = Inbox(settings.max_pending_events, settings.max_subjects)
+        return self._inbox
 
     @hookimpl
     def agentcore_mcpl_capabilities(self) -> dict[str, Any] | None:
@@ -112,9 +126,9 @@ class McplEvents:
         """Accept the event for the next host turn, after any plugin that answers first."""
         if not self._enabled:
             return None
-        if self._inbox.full:
+        if self._events.full:
             return PushAnswer(accepted=False, reason=INBOX_FULL)
-        return PushAnswer(accepted=True, coalesce=self._inbox.admit(event))
+        return PushAnswer(accepted=True, coalesce=self._events.admit(event))
 
     @hookimpl
     async def on_host_turn_context(self, inference: Inference) -> list[Injection]:
@@ -123,7 +137,9 @@ class McplEvents:
         if not self._enabled or inference.request.turn is None:
             return []
         assert self._context is not None
-        taken = self._inbox.take()
+        from agentcore_mcpl_context.wire import event_blocks
+
+        taken = self._events.take()
         batches = [p for p in taken if p.batch is not None]
         rendered = await asyncio.gather(*(self._render(p, inference.id) for p in batches))
         contents = {id(p): content for p, content in zip(batches, rendered, strict=True)}
@@ -145,7 +161,7 @@ class McplEvents:
         outcome, content, error = await self._ask(server, params)
         if outcome == "fallback":
             content = slot.content  # §5.3: materialized instead; never fails the turn
-        if not self._inbox.finish(slot):  # withdrawn or replaced meanwhile (§5.4 rule 6)
+        if not self._events.finish(slot):  # withdrawn or replaced meanwhile (§5.4 rule 6)
             outcome, content = "cancelled", None
         elif server is not None and server.ready and not is_granted(server.grant, "pushEvents"):
             outcome, content = "dropped", None  # §5.4 rule 4: re-checked at response

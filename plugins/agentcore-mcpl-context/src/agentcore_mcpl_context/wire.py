@@ -45,12 +45,14 @@ from agentcore.api import (
     withheld_block,
 )
 from agentcore_mcpl_context.events import Pending
+from agentcore_mcpl_context.names import INFERENCE_LIFECYCLE as INFERENCE_LIFECYCLE
+from agentcore_mcpl_context.names import LIFECYCLE as LIFECYCLE
+from agentcore_mcpl_context.names import MODEL_INFO as MODEL_INFO
 
 if TYPE_CHECKING:
     from agentcore.api import Fetched  # the bulk fetcher loads at its first use
 
 BEFORE_INFERENCE = "context/beforeInference"
-LIFECYCLE = "inference/lifecycle"
 OBSERVE = "contextHooks.beforeInference.observe"
 INJECT: dict[Position, str] = {
     "system": "contextHooks.beforeInference.inject.system",
@@ -58,8 +60,6 @@ INJECT: dict[Position, str] = {
     "afterUser": "contextHooks.beforeInference.inject.afterUser",
 }
 HOOK_LEAVES: tuple[str, ...] = (OBSERVE, *INJECT.values())
-INFERENCE_LIFECYCLE = "inferenceLifecycle"
-MODEL_INFO = "modelInfo"
 
 HookOutcome: TypeAlias = Literal["ok", "timeout", "error", "refused"]
 

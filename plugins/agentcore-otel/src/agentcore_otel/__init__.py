@@ -209,7 +209,7 @@ class OtelExport:
         span_exporter: SpanExporter | None = None,
         metric_reader: MetricReader | None = None,
     ) -> None:
-        self.settings = OtelSettings()
+        self.settings = OtelSettings.model_construct()
         self._span_exporter = span_exporter
         self._metric_reader = metric_reader
         self._tracer_provider: TracerProvider | None = None

@@ -187,14 +187,21 @@ def probe_too_long(
 class _ClaimCallbacks:
     """One claim's callbacks, as bound methods of one slotted object: a call holds its two
     claims for as long as it runs, and a partial and two closures cost twice the memory
-    (about 0.9 KB a call at a thousand streams)."""
+    (about 0.9 KB a call at a thousand streams). The probe's id is made when asked for,
+    not kept: most claims are never a probe."""
 
-    __slots__ = ("attempt", "plugin", "probe")
+    __slots__ = ("attempt", "key", "plugin")
 
-    def __init__(self, plugin: ProviderHold, attempt: Attempt, probe: tuple[str, int, str]) -> None:
+    def __init__(self, plugin: ProviderHold, attempt: Attempt, key: str) -> None:
         self.plugin = plugin
         self.attempt = attempt
-        self.probe = probe
+        self.key = key
+
+    @property
+    def probe(self) -> tuple[str, int, str]:
+        """(inference id, attempt number, held key): `ProviderHold._probes`' entry."""
+        attempt = self.attempt
+        return (attempt.inference.id, attempt.number, self.key)
 
     def refused(self, refusal: ClaimRefusal, waited: float) -> InferenceError | None:
         return self.plugin._refused(self.attempt, refusal, waited)
@@ -213,7 +220,7 @@ class ProviderHold:
     `on_attempt_end`."""
 
     def __init__(self) -> None:
-        self.settings = HoldSettings()
+        self.settings = HoldSettings.model_construct()
         self._context: PluginContext[HoldSettings] | None = None
         self._linger_s = 600.0
         self._probes: set[tuple[str, int, str]] = set()
@@ -221,6 +228,12 @@ class ProviderHold:
         a probe's success releases a hold, so any other attempt's end costs no store call."""
         self._limit: tuple[float, str] = (600.0, "[inference] max_stated_wait_s")
         """The longest a call waits here in all, and the settings key that says so."""
+        self._args = self._claim_args()
+        """Every hold claim's arguments: one tuple, not one per claim held."""
+
+    def _claim_args(self) -> tuple[int, int]:
+        """A hold claim's arguments: the probe's lease and the linger, in ms."""
+        return (round(PROBE_LEASE_S * 1000), max(1, round(self._linger_s * 1000)))
 
     @property
     def store(self) -> FleetStore:
@@ -243,6 +256,7 @@ class ProviderHold:
             self._limit = (self.settings.max_wait_s, MAX_WAIT_SETTING)
         else:
             self._limit = (context.inference.max_stated_wait_s, "[inference] max_stated_wait_s")
+        self._args = self._claim_args()
 
     # -- admission ---------------------------------------------------------------
 
@@ -258,13 +272,11 @@ class ProviderHold:
 
     def _claim(self, attempt: Attempt, key: str) -> Claim:
         max_wait, setting = self._limit
-        probe = (attempt.inference.id, attempt.number, key)
-        args = (round(PROBE_LEASE_S * 1000), max(1, round(self._linger_s * 1000)))
-        callbacks = _ClaimCallbacks(self, attempt, probe)
+        callbacks = _ClaimCallbacks(self, attempt, key)
         return Claim(
             HOLD,
             key,
-            args,
+            self._args,
             wait_reason="hold",
             max_wait_s=max_wait,
             max_wait_setting=setting,

@@ -117,7 +117,7 @@ class RateLimit:
     lease while the attempt runs and gives it back when the attempt ends (any path)."""
 
     def __init__(self) -> None:
-        self.settings = RateLimitSettings()
+        self.settings = RateLimitSettings.model_construct()
         self._context: PluginContext[RateLimitSettings] | None = None
         self._slots: dict[tuple[str, int], str] = {}
         """The slots this replica holds, by (inference id, attempt number): the provider."""

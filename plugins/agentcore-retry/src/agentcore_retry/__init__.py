@@ -42,7 +42,7 @@ class RetryPolicy:
     """The plugin object; the kernel makes one per kernel."""
 
     def __init__(self) -> None:
-        self.settings = RetrySettings()
+        self.settings = RetrySettings.model_construct()
         self.max_stated_wait: tuple[float, str] = (600.0, LIMIT_KEY)
 
     @hookimpl

@@ -46,13 +46,13 @@ class ScheduleOverride(Section):
 class ProviderOverride(ScheduleOverride):
     """``[retry.providers.NAME]``; its ``overloaded`` table overrides ``[retry.overloaded]``."""
 
-    overloaded: ScheduleOverride = Field(default_factory=ScheduleOverride)
+    overloaded: ScheduleOverride = Field(default_factory=ScheduleOverride.model_construct)
 
 
 class RetrySettings(Schedule):
     """``[retry]``: the general schedule, plus the overloaded one and per-provider overrides."""
 
-    overloaded: OverloadedSchedule = Field(default_factory=OverloadedSchedule)
+    overloaded: OverloadedSchedule = Field(default_factory=OverloadedSchedule.model_construct)
     """Used when the error's kind is ``overloaded`` (HTTP 529, ``overloaded_error``); its
     ``max_attempts``, not the general one, caps those retries."""
     providers: dict[ProviderName, ProviderOverride] = Field(default_factory=dict)

@@ -65,7 +65,7 @@ class WaitingTrace:
     """The plugin object; the kernel makes one per kernel."""
 
     def __init__(self) -> None:
-        self.settings = WaitingTraceSettings()
+        self.settings = WaitingTraceSettings.model_construct()
         self._context: PluginContext[WaitingTraceSettings] | None = None
         self._tickers: dict[str, _Ticker] = {}
 

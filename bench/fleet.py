@@ -29,7 +29,10 @@
    moves much less than the latencies. The steady rows (memory, Redis, both with the
    budget claims, and the two floors) take turns in `--rounds` slices of their
    `--seconds`, so each sees the same moments of a shared machine: run one after another,
-   a noisy half-minute lands on one row and its p99 alone.
+   a noisy half-minute lands on one row and its p99 alone. Each slice ends with its calls
+   in flight ending with no admission to ride with (their releases go alone): the round
+   trips per call count that once per slice (default: 2 slices of 6 s, as the 6 s rows
+   before them).
 3. Calls a 3-replica fleet sends to a provider during a 2 s hold after one 429: three
    kernels (replicas), one gets the 429, then every replica sends calls through the
    hold. Target with Redis: 0; the memory backend's count (each replica holds alone)
@@ -461,7 +464,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=12.0, help="per row, in all")
     parser.add_argument(
-        "--rounds", type=int, default=4, help="slices the steady rows take turns in"
+        "--rounds", type=int, default=2, help="slices the steady rows take turns in"
     )
     parser.add_argument("--json", action="store_true", help="end with one JSON object")
     args = parser.parse_args()

@@ -26,7 +26,7 @@ from agentcore.inference import (
 )
 from agentcore.inference.calls import Attempt
 from agentcore.inference.errors import NO_RESULT_MESSAGE
-from agentcore.inference.watchdog import Watchdog
+from agentcore.inference.watchdog import Watchdog, ending
 from agentcore.providers import Provider
 from agentcore.settings import InferenceSettings
 
@@ -154,20 +154,9 @@ class ProviderCalls:
                         yield watchdog.aborted()
                         return
                     watchdog.waiting = True
-            except InferenceError as error:
-                watchdog.waiting = False
-                yield Failed(error)
+            except (Exception, asyncio.CancelledError) as exc:  # a provider bug included
+                yield ending(_Watch(self, attempt), watchdog, exc)  # or raises it
                 return
-            except Exception as exc:  # a provider bug still ends in one terminal
-                watchdog.waiting = False
-                yield Failed(provider_failed(attempt, exc))
-                return
-            except asyncio.CancelledError:
-                watchdog.waiting = False
-                if watchdog.took_cancel():
-                    yield watchdog.aborted()
-                    return
-                raise
             watchdog.waiting = False
             yield Failed(no_terminal(attempt))
         finally:

@@ -21,7 +21,7 @@ from agentcore.inference.errors import (
     request_timeout,
     shutting_down,
 )
-from agentcore.inference.events import Aborted
+from agentcore.inference.events import Aborted, Failed, StreamEvent
 
 _BASE_TIME = asyncio.BaseEventLoop.time
 
@@ -128,3 +128,43 @@ class StreamWatch(Protocol):
     def failed(self, exc: Exception) -> InferenceError:
         """A provider's bug (not an `InferenceError`) as the attempt's error, logged."""
         ...
+
+
+class Unwatched:
+    """The watch of a stream read without one (`HTTPProvider.stream`, outside an attempt):
+    it never expires, and what the driver writes on it is never read."""
+
+    __slots__ = ("last", "waiting")
+
+    expired: str | None = None
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self) -> None:
+        self.waiting = False
+        self.last = 0.0
+
+    def took_cancel(self) -> bool:
+        return False
+
+    def aborted(self) -> Aborted:
+        raise AssertionError("an unwatched stream never expires")  # pragma: no cover
+
+
+UNWATCHED = Unwatched()
+
+
+def ending(watch: StreamWatch | None, dog: Watchdog | Unwatched, exc: BaseException) -> StreamEvent:
+    """The terminal an error out of a watched stream ends it with (`ProviderCalls.stream`,
+    `HTTPProvider.watched_stream`); raises `exc` again when it is not the attempt's to end
+    (no watch: the caller reads the provider itself; a cancellation not the watchdog's)."""
+    dog.waiting = False
+    if isinstance(exc, asyncio.CancelledError):
+        if dog.took_cancel():
+            return dog.aborted()
+        raise exc
+    if watch is None:
+        raise exc
+    if isinstance(exc, InferenceError):
+        return Failed(exc)
+    assert isinstance(exc, Exception)
+    return Failed(watch.failed(exc))

@@ -1,7 +1,6 @@
 """A streamed body's pieces around the driver's read loop (`HTTPProvider.watched_stream`):
 the read timeout (`Silence`), a JSON body where a stream was asked for (`replay_body`),
-the drain that hands a connection back to the pool, and how an attempt's watch ends a
-stream (`ending`, `UNWATCHED`)."""
+and the drain that hands a connection back to the pool."""
 
 from __future__ import annotations
 
@@ -12,12 +11,11 @@ from time import monotonic
 
 import aiohttp
 
-from agentcore.inference import Aborted, Failed, InferenceError, StreamEvent
-from agentcore.inference.watchdog import StreamWatch, Watchdog
+from agentcore.inference import InferenceError, StreamEvent
 from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
 from agentcore.providers.wire import Translator, replay
 
-__all__ = ["UNWATCHED", "Silence", "drained", "ending", "replay_body"]
+__all__ = ["Silence", "drained", "replay_body"]
 
 
 class Silence:
@@ -93,43 +91,3 @@ async def drained(
         silence.since = monotonic()
         while await response.content.readany():
             silence.since = monotonic()
-
-
-class Unwatched:
-    """The watch of a stream read without one (`HTTPProvider.stream`): it never expires,
-    and what the driver writes on it is never read."""
-
-    __slots__ = ("last", "waiting")
-
-    expired: str | None = None
-    clock = staticmethod(monotonic)
-
-    def __init__(self) -> None:
-        self.waiting = False
-        self.last = 0.0
-
-    def took_cancel(self) -> bool:
-        return False
-
-    def aborted(self) -> Aborted:
-        raise AssertionError("an unwatched stream never expires")  # pragma: no cover
-
-
-UNWATCHED = Unwatched()
-
-
-def ending(watch: StreamWatch | None, dog: Watchdog | Unwatched, exc: BaseException) -> StreamEvent:
-    """The terminal an error out of a watched stream ends it with, as `ProviderCalls.stream`
-    makes it; raises `exc` again when it is not the attempt's to end (no watch: the caller
-    reads the provider itself; a cancellation that is not the watchdog's)."""
-    dog.waiting = False
-    if isinstance(exc, asyncio.CancelledError):
-        if dog.took_cancel():
-            return dog.aborted()
-        raise exc
-    if watch is None:
-        raise exc
-    if isinstance(exc, InferenceError):
-        return Failed(exc)
-    assert isinstance(exc, Exception)
-    return Failed(watch.failed(exc))

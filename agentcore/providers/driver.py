@@ -44,8 +44,8 @@ from agentcore.inference import (
     StreamEvent,
     Token,
 )
-from agentcore.inference.watchdog import StreamWatch, Watchdog
-from agentcore.providers.body import UNWATCHED, Silence, drained, ending, replay_body
+from agentcore.inference.watchdog import UNWATCHED, StreamWatch, Watchdog, ending
+from agentcore.providers.body import Silence, drained, replay_body
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.proxy import env_proxy
 from agentcore.providers.stale import (

@@ -20,7 +20,7 @@ from agentcore.fleet.claims import (
     ClaimRefusal,
     Scalar,
 )
-from agentcore.fleet.store import Hold, Refusal, StoreErrorPolicy
+from agentcore.fleet.store import Hold, Refusal, StoreErrorPolicy, given_back
 
 _Check = tuple[float | None, str, str | None] | None
 
@@ -243,9 +243,7 @@ class MemoryFleetStore:
         for index, claim in enumerate(claims):
             settle = settles[index] if index < len(settles) else ()
             self._release(claim, holder, settle)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
+        return given_back()
 
     def _release(self, claim: Claim, holder: str, settle: tuple[Scalar, ...]) -> None:
         if claim.kind == HOLD:

@@ -30,7 +30,7 @@ from typing import Any
 from loguru import logger
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import NoPermissionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentcore.fleet import admit_script
@@ -47,7 +47,13 @@ from agentcore.fleet.hold_view import HoldView
 from agentcore.fleet.redis_connect import RedisConnection, connect_url, explain
 from agentcore.fleet.redis_scripts import ScriptSet
 from agentcore.fleet.redis_writer import ScriptWriter
-from agentcore.fleet.store import FleetUnavailable, Hold, Refusal, StoreErrorPolicy
+from agentcore.fleet.store import (
+    FleetUnavailable,
+    Hold,
+    Refusal,
+    StoreErrorPolicy,
+    given_back,
+)
 from agentcore.redaction import redact
 from agentcore.settings import FleetSettings
 
@@ -289,9 +295,7 @@ class RedisFleetStore:
         for claim in claims:
             self._probes.discard((claim.key, holder))
         if not sent:
-            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
+            return given_back()
         settled = [settles[i] if i < len(settles) else () for i, _ in sent]
         keys, argv = admit_script.encode(
             [c for _, c in sent], self._wake_channel(""), "release", holder, settled
@@ -397,7 +401,7 @@ class RedisFleetStore:
                         key = str(message["channel"])[len(prefix) :]
                         self.holds.changed(key, str(message.get("data")))
                         self._wake(key)
-            except ResponseError as exc:  # the ACL refuses the channels: asking again won't do
+            except NoPermissionError as exc:  # the ACL refuses the channels: retrying won't help
                 logger.error(
                     "the fleet store ({}) may not subscribe to its wake channels {}*: {}. The "
                     "Redis user needs &{}* and +@pubsub (README, 'Running a fleet'); until "

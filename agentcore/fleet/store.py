@@ -220,6 +220,13 @@ def unavailable_fields(
     }
 
 
+def given_back() -> asyncio.Future[None]:
+    """A `FleetStore.release` already done (nothing to send, or given back in one step)."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    return done
+
+
 __all__ = [
     "FLEET_UNAVAILABLE",
     "POLL_S",
@@ -229,6 +236,7 @@ __all__ = [
     "Hold",
     "Refusal",
     "StoreErrorPolicy",
+    "given_back",
     "poll_s",
     "unavailable_error",
     "unavailable_fields",

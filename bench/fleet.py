@@ -218,6 +218,27 @@ Row: TypeAlias = Callable[[float], Awaitable[list[float]]]
 """One steady row of the bench: run it for so many seconds, get each call's seconds."""
 
 
+def floor_row(evalsha: Callable[[list[str], list[object]], Awaitable[object]]) -> Row:
+    """The floor's row: one bare `evalsha(keys, argv)` of the admission script per call,
+    timed, in the bench's call pattern (each client's own call in `evalsha`)."""
+    prefix, ids = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9))
+
+    async def row(seconds: float) -> list[float]:
+        costs: list[float] = []
+
+        async def one(in_flight_s: float) -> None:
+            keys, argv = floor_claims(prefix, next(ids))
+            started = time.perf_counter()
+            await evalsha(keys, argv)
+            costs.append(time.perf_counter() - started)
+            await asyncio.sleep(in_flight_s)
+
+        await calls(one, time.monotonic() + seconds, burst=False)
+        return costs
+
+    return row
+
+
 @contextlib.asynccontextmanager
 async def floor_redis_py(url: str) -> AsyncIterator[Row]:
     """Bare EVALSHAs of the admission script through redis-py (hiredis), the store's own
@@ -231,23 +252,12 @@ async def floor_redis_py(url: str) -> AsyncIterator[Row]:
     )
     client = aioredis.Redis(connection_pool=pool)
     sha = await client.script_load(admit_script.compose(()))
-    prefix, ids = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9))
 
-    async def row(seconds: float) -> list[float]:
-        costs: list[float] = []
-
-        async def one(in_flight_s: float) -> None:
-            keys, argv = floor_claims(prefix, next(ids))
-            started = time.perf_counter()
-            await client.evalsha(sha, len(keys), *keys, *argv)
-            costs.append(time.perf_counter() - started)
-            await asyncio.sleep(in_flight_s)
-
-        await calls(one, time.monotonic() + seconds, burst=False)
-        return costs
+    async def evalsha(keys: list[str], argv: list[object]) -> object:
+        return await client.evalsha(sha, len(keys), *keys, *argv)
 
     try:
-        yield row
+        yield floor_row(evalsha)
     finally:
         await client.aclose()
 
@@ -260,25 +270,14 @@ async def floor_coredis(url: str) -> AsyncIterator[Row]:
     from agentcore.fleet.redis_connect import POOL_SIZE
 
     host, port = url.removeprefix("redis://").split("/")[0].split(":")
-    prefix, ids = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9))
     client = coredis.Redis(host, int(port), decode_responses=True, max_connections=POOL_SIZE)
     async with client:
         sha = await client.script_load(admit_script.compose(()))
 
-        async def row(seconds: float) -> list[float]:
-            costs: list[float] = []
+        async def evalsha(keys: list[str], argv: list[object]) -> object:
+            return await client.evalsha(sha, keys=keys, args=argv)  # type: ignore[arg-type]
 
-            async def one(in_flight_s: float) -> None:
-                keys, argv = floor_claims(prefix, next(ids))
-                started = time.perf_counter()
-                await client.evalsha(sha, keys=keys, args=argv)  # type: ignore[arg-type]
-                costs.append(time.perf_counter() - started)
-                await asyncio.sleep(in_flight_s)
-
-            await calls(one, time.monotonic() + seconds, burst=False)
-            return costs
-
-        yield row
+        yield floor_row(evalsha)
 
 
 async def calls_during_hold(folder: Path, backend: str, redis_url: str) -> int:

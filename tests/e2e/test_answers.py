@@ -43,11 +43,16 @@ MAX_TOKENS = 64
 # A case runs with the rig's calm [inference] timeouts (`INFERENCE`) unless it tests one: a
 # 0.3 s progress timeout turned a slow first byte on a loaded machine into a retry whose
 # fresh call found no scenario left (`infer --stream` printed nothing for xml_tool_call).
-# The cases that test a timeout set it to 0.3 s themselves.
-QUICK: dict[str, Any] = {"progress_timeout_s": 0.3}
+# The cases that test a timeout set their own, `TIMEOUT_S`: long enough that a loaded machine
+# still gets the request to the provider and its first text back before it (at 0.3 s a retry's
+# fresh call was cut before the loopback saw it), short enough to keep the suite quick.
+TIMEOUT_S = 1.0
+QUICK: dict[str, Any] = {"progress_timeout_s": TIMEOUT_S}
+WHOLE_QUICK: dict[str, Any] = {"request_timeout_s": TIMEOUT_S}
+WHOLE_TIMEOUT = f"The attempt took longer than {TIMEOUT_S:g} s ([inference] request_timeout_s)"
 PROGRESS = (
     "The inference stopped before it finished (timeout): "
-    "No visible progress within 0.3 s ([inference] progress_timeout_s)"
+    f"No visible progress within {TIMEOUT_S:g} s ([inference] progress_timeout_s)"
 )
 FINISH_ERROR = "The provider ended the inference with an error (finish_reason 'error')"
 BROKE = (
@@ -299,8 +304,8 @@ def cases() -> list[Case]:
         (False,),
         scenarios=(Scenario.stall(), Scenario.stall()),
         calls=2,
-        error="The attempt took longer than 0.3 s ([inference] request_timeout_s)",
-        inference={"request_timeout_s": 0.3},
+        error=WHOLE_TIMEOUT,
+        inference=WHOLE_QUICK,
     )
     add(
         "stall_after_text",
@@ -527,8 +532,8 @@ def xml_cases() -> list[Case]:
         (False,),
         scenarios=(Scenario.stall(), Scenario.stall()),
         calls=2,
-        error="The attempt took longer than 0.3 s ([inference] request_timeout_s)",
-        inference={"request_timeout_s": 0.3},
+        error=WHOLE_TIMEOUT,
+        inference=WHOLE_QUICK,
     )
     out += expand(
         "xml_refusal",
@@ -861,10 +866,7 @@ INFER_FAILURES = {
     ),
     "xml_provider_error": "the inference failed: overloaded 529: Overloaded",
     "xml_error_stop": f"the inference failed: unknown: {XML_ERROR_STOP}",
-    "xml_timeout": (
-        "the inference failed: timeout: "
-        "The attempt took longer than 0.3 s ([inference] request_timeout_s)"
-    ),
+    "xml_timeout": f"the inference failed: timeout: {WHOLE_TIMEOUT}",
 }
 
 

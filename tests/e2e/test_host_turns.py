@@ -376,7 +376,8 @@ async def test_a_silent_server_costs_the_timeout_and_an_erroring_one_nothing(
             "good": script(injecting(inj("system", "remembered"))),
         },
         grants={t: ALL_HOOKS for t in ("silent", "failing", "good")},
-        extra={"mcpl": {"context": {"hook_timeout_s": 0.3}}},
+        # 1 s, not less: the good server's answer must beat it on a loaded machine too.
+        extra={"mcpl": {"context": {"hook_timeout_s": 1.0}}},
     )
     r.provider.script(Scenario.text("ok"))
     events = await run_turn(r)
@@ -384,7 +385,7 @@ async def test_a_silent_server_costs_the_timeout_and_an_erroring_one_nothing(
     assert r.provider.calls[-1].body["system"] == f"{SYSTEM_PROMPT}\n\nremembered"
     traces = hook_traces(r)
     assert traces["silent"]["outcome"] == "timeout"
-    assert traces["silent"]["error"] == "no answer within 0.3 s"
+    assert traces["silent"]["error"] == "no answer within 1 s"
     assert traces["failing"]["outcome"] == "error"
     assert "memory store down" in traces["failing"]["error"]
     assert traces["good"]["outcome"] == "ok"

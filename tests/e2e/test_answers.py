@@ -43,16 +43,16 @@ MAX_TOKENS = 64
 # A case runs with the rig's calm [inference] timeouts (`INFERENCE`) unless it tests one: a
 # 0.3 s progress timeout turned a slow first byte on a loaded machine into a retry whose
 # fresh call found no scenario left (`infer --stream` printed nothing for xml_tool_call).
-# The cases that test a timeout set their own, `TIMEOUT_S`: long enough that a loaded machine
+# The cases that test a timeout set their own, `CUT_S`: long enough that a loaded machine
 # still gets the request to the provider and its first text back before it (at 0.3 s a retry's
 # fresh call was cut before the loopback saw it), short enough to keep the suite quick.
-TIMEOUT_S = 1.0
-QUICK: dict[str, Any] = {"progress_timeout_s": TIMEOUT_S}
-WHOLE_QUICK: dict[str, Any] = {"request_timeout_s": TIMEOUT_S}
-WHOLE_TIMEOUT = f"The attempt took longer than {TIMEOUT_S:g} s ([inference] request_timeout_s)"
+CUT_S = 1.0
+QUICK: dict[str, Any] = {"progress_timeout_s": CUT_S}
+WHOLE_QUICK: dict[str, Any] = {"request_timeout_s": CUT_S}
+WHOLE_TIMEOUT = f"The attempt took longer than {CUT_S:g} s ([inference] request_timeout_s)"
 PROGRESS = (
     "The inference stopped before it finished (timeout): "
-    f"No visible progress within {TIMEOUT_S:g} s ([inference] progress_timeout_s)"
+    f"No visible progress within {CUT_S:g} s ([inference] progress_timeout_s)"
 )
 FINISH_ERROR = "The provider ended the inference with an error (finish_reason 'error')"
 BROKE = (

@@ -388,7 +388,6 @@ def serve(settings_path: Path | None, console: str | None) -> None:
     if startup.stopping:  # signalled while starting: nothing is running yet
         raise SystemExit(0)
     from agentcore.kernel import PluginLoadError
-    from agentcore.mcpl.host import run_host
 
     if console is None:
         kernel = load_kernel(settings_path)
@@ -401,6 +400,10 @@ def serve(settings_path: Path | None, console: str | None) -> None:
                 err=True,
             )
             raise SystemExit(2)
+    # Imported after the settings are validated, not before: its modules then fill memory
+    # that validating the settings freed instead of taking new pages (issue 24: idle RSS).
+    from agentcore.mcpl.host import run_host
+
     try:
         code = asyncio.run(run_host(kernel, startup=startup))
     except PluginLoadError as exc:  # a plugin failed to start (a console with no token, say)

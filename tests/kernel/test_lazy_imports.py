@@ -27,6 +27,9 @@ LAZY += ("yarl", "tenacity", "html", "unicodedata", "difflib", "email.parser")
 LAZY += ("agentcore_mcpl_context.wire", "agentcore_mcpl_context.events")
 # §19's bulk references: read with a first push event, injection or fetch.
 LAZY += ("agentcore.mcpl.bulk",)
+# The console's state, folded only for a console that listens; the OpenTelemetry API's
+# header parser, for an OTEL_EXPORTER_OTLP_*HEADERS variable that is set.
+LAZY += ("agentcore_console.state", "opentelemetry")
 
 PROBE = """
 import asyncio, json, sys
@@ -78,3 +81,13 @@ def test_an_override_still_loads_what_parses_it(tmp_path: Path) -> None:
     settings.write_text("")
     environ = {**clean_env(), "AGENTCORE_INFERENCE__REQUEST_TIMEOUT_S": "30"}
     assert "pydantic_settings" in loaded(settings, environ)
+
+
+def test_a_listening_console_and_otel_headers_load_what_they_use(tmp_path: Path) -> None:
+    """The probe can fail: a console that listens folds traces into its state, and an
+    OTLP headers variable is parsed (its values are secrets) though nothing is exported."""
+    settings = tmp_path / "agentcore.toml"
+    settings.write_text('[console]\nlisten = "127.0.0.1:0"\n')
+    environ = {**clean_env(), "OTEL_EXPORTER_OTLP_HEADERS": "x-key=hunter2"}
+    modules = loaded(settings, environ)
+    assert {"agentcore_console.state", "opentelemetry.util.re"} <= modules

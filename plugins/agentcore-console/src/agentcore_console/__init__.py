@@ -13,6 +13,7 @@ ADDR`` for one run) serves, from the host's own event loop:
 Built over `on_trace` alone (`agentcore_console.state`): folding a trace in is
 dictionary work, and nothing is sent from the trace hook; each client's stream
 runs in its own request task (`agentcore_console.server`, imported only to listen).
+A host with no ``listen`` folds nothing and never imports either (issue 24: idle RSS).
 Listening anywhere but loopback needs a token (``[console] token_env`` names the
 environment variable holding it), checked on every route, as ``Authorization: Bearer
 TOKEN`` or ``?token=TOKEN``. Without a token every route answers only a request whose
@@ -27,16 +28,16 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pydantic import Field, field_validator
 
 from agentcore.api import PluginContext, Section, SettingsSection, TraceEvent, hookimpl
-from agentcore_console.state import HostState
 
 if TYPE_CHECKING:
     from agentcore_console.server import ConsoleServer
+    from agentcore_console.state import HostState
 
 LISTEN_ENV = "AGENTCORE_CONSOLE__LISTEN"
 """What ``agentcore serve --console ADDR`` sets for its run."""
@@ -104,12 +105,23 @@ class ConsolePage:
 
     def __init__(self) -> None:
         self.settings = ConsoleSettings.model_construct()
-        self.state = HostState()
+        self._state: HostState | None = None
+        self._off = False
+        """Started with no ``listen``: nothing will read the state, so no trace is folded."""
         self.url: str | None = None
         """``http://HOST:PORT/`` once serving (the port the OS gave when PORT was 0)."""
         self._server: ConsoleServer | None = None
         self._changed = asyncio.Event()
         self._closing = asyncio.Event()
+
+    @property
+    def state(self) -> HostState:
+        """The host's state as the page shows it, made at the first trace or at start."""
+        if self._state is None:
+            from agentcore_console.state import HostState
+
+            self._state = HostState()
+        return self._state
 
     @hookimpl
     def agentcore_settings(self) -> SettingsSection:
@@ -120,6 +132,7 @@ class ConsolePage:
         self.settings = context.settings
         listen = self.settings.listen
         if listen is None:
+            self._off, self._state = True, None
             return
         host, port = split_listen(listen)
         token_env = self.settings.token_env
@@ -142,6 +155,8 @@ class ConsolePage:
 
     @hookimpl
     def on_trace(self, event: TraceEvent) -> None:
+        if self._off:
+            return
         if self.state.apply(event):
             self._changed.set()
 
@@ -152,6 +167,15 @@ class ConsolePage:
         server, self._server = self._server, None
         if server is not None:
             await server.stop()
+
+
+def __getattr__(name: str) -> Any:
+    """`HostState`, importable from here as before, loads with the first console that listens."""
+    if name == "HostState":
+        from agentcore_console.state import HostState
+
+        return HostState
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

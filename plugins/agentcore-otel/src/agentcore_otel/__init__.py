@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
-from opentelemetry.util.re import parse_env_headers
 from pydantic import Field
 
 from agentcore.api import (
@@ -117,7 +116,10 @@ def exporter_headers(settings: OtelSettings) -> list[str]:
         return list(settings.headers.values())
     values: list[str] = []
     for name in HEADER_ENVS:
-        values += parse_env_headers(os.environ.get(name, ""), liberal=True).values()
+        if raw := os.environ.get(name):  # none set: the OpenTelemetry API stays unimported
+            from opentelemetry.util.re import parse_env_headers
+
+            values += parse_env_headers(raw, liberal=True).values()
     return values
 
 

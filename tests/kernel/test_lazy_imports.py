@@ -30,6 +30,8 @@ LAZY += ("agentcore.mcpl.bulk",)
 # The console's state, folded only for a console that listens; the OpenTelemetry API's
 # header parser, for an OTEL_EXPORTER_OTLP_*HEADERS variable that is set.
 LAZY += ("agentcore_console.state", "opentelemetry")
+# The budget plugin's enforcement and claim kind: a configured budget's, at start.
+LAZY += ("agentcore_budget.enforce", "agentcore_budget.kind")
 
 PROBE = """
 import asyncio, json, sys

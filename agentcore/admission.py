@@ -143,7 +143,9 @@ class Admission:
                     )
                 if claim.kind not in BUILT_IN_KINDS and claim.kind not in self._kinds:
                     raise PluginError(plugin, f"claim kind {claim.kind!r} was never added")
-                claims.append(dataclasses.replace(claim, plugin=plugin))
+                if claim.plugin != plugin:  # in-tree plugins name themselves: no copy
+                    claim = dataclasses.replace(claim, plugin=plugin)
+                claims.append(claim)
         return claims
 
     def holder(self, attempt: Attempt) -> str:

@@ -247,6 +247,7 @@ class Budget:
                 max_wait_setting="[budget]",
                 refused=functools.partial(self._refused, attempt, scope, window.end),
                 settle=_settle,
+                plugin=self._context.name if self._context is not None else "",
             )
             for scope, key in scoped
         ]

@@ -160,10 +160,13 @@ class Admission:
         holder = self.holder(attempt)
         started = time.monotonic()
         outage_traced = False
+        # Only a claim that may wait is watched: one that fails at once when refused (a
+        # budget's) leaves no event behind in the store for a key nobody waits on.
+        watched = {claim.key for claim in claims if claim.max_wait_s > 0}
         async with AsyncExitStack() as stack:
             wait: Wait | None = None
             while True:
-                changed = [store.changed(key) for key in {claim.key for claim in claims}]
+                changed = [store.changed(key) for key in watched] or [self._stopping]
                 if self._stopping.is_set():
                     raise shutting_down()
                 waited = time.monotonic() - started

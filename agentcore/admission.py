@@ -143,7 +143,9 @@ class Admission:
                     )
                 if claim.kind not in BUILT_IN_KINDS and claim.kind not in self._kinds:
                     raise PluginError(plugin, f"claim kind {claim.kind!r} was never added")
-                claims.append(dataclasses.replace(claim, plugin=plugin))
+                if claim.plugin != plugin:  # in-tree plugins name themselves: no copy
+                    claim = dataclasses.replace(claim, plugin=plugin)
+                claims.append(claim)
         return claims
 
     def holder(self, attempt: Attempt) -> str:
@@ -158,10 +160,13 @@ class Admission:
         holder = self.holder(attempt)
         started = time.monotonic()
         outage_traced = False
+        # Only a claim that may wait is watched: one that fails at once when refused (a
+        # budget's) leaves no event behind in the store for a key nobody waits on.
+        watched = {claim.key for claim in claims if claim.max_wait_s > 0}
         async with AsyncExitStack() as stack:
             wait: Wait | None = None
             while True:
-                changed = [store.changed(key) for key in {claim.key for claim in claims}]
+                changed = [store.changed(key) for key in watched] or [self._stopping]
                 if self._stopping.is_set():
                     raise shutting_down()
                 waited = time.monotonic() - started

@@ -25,6 +25,8 @@
    never reached, the model priced in the settings), the same 200 calls in flight, each
    ending with a priced reply (its claims settle a real cost): the admission step still
    makes one store operation, now with two more claims; the same target holds (issue 26).
+   Its own floor is beside it: a bare EVALSHA of the admission script with the same four
+   claims (window, slot, two budgets), through redis-py, in the same turns.
    Beside them, CPU per call in this process and in redis-server, which a noisy machine
    moves much less than the latencies. The steady rows (memory, Redis, both with the
    budget claims, and the two floors) take turns in `--rounds` slices of their
@@ -61,12 +63,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeAlias
 
-from agentcore_budget import Budget
+from agentcore_budget import BUDGET, Budget, BudgetKind
+from agentcore_budget.kind import HELD
 from agentcore_provider_hold import ProviderHold
 from agentcore_rate_limit import RateLimit
 
 from agentcore.fleet import admit_script
-from agentcore.fleet.claims import SLOTS, WINDOW, Claim
+from agentcore.fleet.claims import SLOTS, WINDOW, Claim, Scalar
 from agentcore.inference import (
     InferenceError,
     Message,
@@ -204,13 +207,23 @@ async def calls(one: Callable[[float], Awaitable[None]], deadline: float, burst:
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
 
-def floor_claims(prefix: str, n: int) -> tuple[list[str], list[object]]:
-    """KEYS and ARGV of the admission script for the bench's claims (window and slot)."""
+def floor_claims(prefix: str, n: int, budget: bool) -> tuple[list[str], list[object]]:
+    """KEYS and ARGV of the admission script for the bench's claims (window and slot; with
+    `budget`, the budget rows' two budget claims too, reserving what their calls do)."""
     claims = [
         Claim(WINDOW, "fake", (100_000_000, 60_000)),
         Claim(SLOTS, "fake", (100_000, 30_000)),
     ]
-    sent = [(c, (f"{{{prefix}}}:{c.kind}:fake",), c.args) for c in claims]
+    sent: list[tuple[Claim, tuple[str, ...], tuple[Scalar, ...]]] = [
+        (c, (f"{{{prefix}}}:{c.kind}:fake",), c.args) for c in claims
+    ]
+    if budget:
+        end_ms = int(time.time() // 86_400 + 1) * 86_400_000
+        for scope in ("server:bench", "provider:fake"):
+            key = f"{scope}:day:floor"
+            claim = Claim(BUDGET, key, (1e12, 240_000, end_ms))
+            families = (f"{{{prefix}}}:{BUDGET}:{key}", f"{{{prefix}}}:{HELD}:{key}")
+            sent.append((claim, families, claim.args))
     return admit_script.encode(sent, f"{prefix}:wake:", "admit", f"floor:{n}")
 
 
@@ -218,7 +231,9 @@ Row: TypeAlias = Callable[[float], Awaitable[list[float]]]
 """One steady row of the bench: run it for so many seconds, get each call's seconds."""
 
 
-def floor_row(evalsha: Callable[[list[str], list[object]], Awaitable[object]]) -> Row:
+def floor_row(
+    evalsha: Callable[[list[str], list[object]], Awaitable[object]], budget: bool = False
+) -> Row:
     """The floor's row: one bare `evalsha(keys, argv)` of the admission script per call,
     timed, in the bench's call pattern (each client's own call in `evalsha`)."""
     prefix, ids = f"floor-{uuid.uuid4().hex[:8]}", iter(range(10**9))
@@ -227,7 +242,7 @@ def floor_row(evalsha: Callable[[list[str], list[object]], Awaitable[object]]) -
         costs: list[float] = []
 
         async def one(in_flight_s: float) -> None:
-            keys, argv = floor_claims(prefix, next(ids))
+            keys, argv = floor_claims(prefix, next(ids), budget)
             started = time.perf_counter()
             await evalsha(keys, argv)
             costs.append(time.perf_counter() - started)
@@ -240,9 +255,9 @@ def floor_row(evalsha: Callable[[list[str], list[object]], Awaitable[object]]) -
 
 
 @contextlib.asynccontextmanager
-async def floor_redis_py(url: str) -> AsyncIterator[Row]:
+async def floor_redis_py(url: str, budget: bool = False) -> AsyncIterator[Row]:
     """Bare EVALSHAs of the admission script through redis-py (hiredis), the store's own
-    pool settings, the bench's call pattern."""
+    pool settings, the bench's call pattern; with `budget`, the budget rows' claim set."""
     import redis.asyncio as aioredis
 
     from agentcore.fleet.redis_connect import POOL_SIZE
@@ -251,13 +266,13 @@ async def floor_redis_py(url: str) -> AsyncIterator[Row]:
         url, max_connections=POOL_SIZE, timeout=None, decode_responses=True
     )
     client = aioredis.Redis(connection_pool=pool)
-    sha = await client.script_load(admit_script.compose(()))
+    sha = await client.script_load(admit_script.compose([BudgetKind()] if budget else ()))
 
     async def evalsha(keys: list[str], argv: list[object]) -> object:
-        return await client.evalsha(sha, len(keys), *keys, *argv)
+        return await client.evalsha(sha, len(keys), *keys, *argv)  # type: ignore[arg-type]
 
     try:
-        yield floor_row(evalsha)
+        yield floor_row(evalsha, budget)
     finally:
         await client.aclose()
 
@@ -369,6 +384,10 @@ async def main(seconds: float, rounds: int, as_json: bool) -> int:
                 await stack.enter_async_context(floor_coredis(redis.url)),
                 None,
             )
+            rows["floor budget"] = (
+                await stack.enter_async_context(floor_redis_py(redis.url, budget=True)),
+                None,
+            )
             steady, steady_counts = await steady_rows(rows, redis.url, seconds, rounds)
         held = {b: await calls_during_hold(folder, b, redis.url) for b in ("memory", "redis")}
     costs = {(b, False): steady[b] for b in ("memory", "redis")}
@@ -378,6 +397,7 @@ async def main(seconds: float, rounds: int, as_json: bool) -> int:
     budgeted = {b: steady[f"budget-{b}"] for b in ("memory", "redis")}
     budget_counts = {b: steady_counts[f"budget-{b}"] for b in ("memory", "redis")}
     floors = {c: steady[f"floor {c}"] for c in ("redis-py", "coredis")}
+    budget_floor = {q: percentile(steady["floor budget"], q) * 1000 for q in (50, 99)}
 
     load_average = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
@@ -419,6 +439,11 @@ async def main(seconds: float, rounds: int, as_json: bool) -> int:
         f"    redis adds p50 {b['redis'][50] - b['memory'][50]:.3f} ms, p99 {budget_added:.3f}"
         f" ms (target p99 <= {TARGET_P99_ADDED_MS} ms: {verdict})"
     )
+    print(
+        f"    its floor, one bare EVALSHA with the same four claims (redis-py): p50 "
+        f"{budget_floor[50]:.3f} ms, p99 {budget_floor[99]:.3f} ms "
+        f"({len(steady['floor budget'])} calls)"
+    )
     floor = {c: {q: percentile(v, q) * 1000 for q in (50, 99)} for c, v in floors.items()}
     print("the floor: one bare EVALSHA of the admission script, same concurrency and pattern:")
     for client, values in floors.items():
@@ -444,6 +469,7 @@ async def main(seconds: float, rounds: int, as_json: bool) -> int:
             "floor_coredis_evalsha_p50_ms": round(floor["coredis"][50], 4),
             "floor_coredis_evalsha_p99_ms": round(floor["coredis"][99], 4),
             "budget_redis_p99_added_ms": round(budget_added, 4),
+            "floor_budget_evalsha_p99_ms": round(budget_floor[99], 4),
             "budget_redis_p99_ms": round(b["redis"][99], 4),
             "budget_memory_p99_ms": round(b["memory"][99], 4),
             "budget_cpu_per_call_ms": {

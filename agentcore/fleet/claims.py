@@ -107,7 +107,9 @@ class Claim:
     settle: Callable[[AttemptEnd], tuple[Scalar, ...]] | None = field(default=None, compare=False)
     """The arguments the release gets (`ClaimCall.settle`): a budget's real cost."""
     plugin: str = ""
-    """The plugin that contributed it (the kernel fills it in)."""
+    """The plugin that contributed it. The kernel fills it in with a copy of the claim when
+    it is not the plugin's name already: a plugin that sets it (`PluginContext.name`) saves
+    that copy on every call."""
 
 
 @dataclass(slots=True)

@@ -6,6 +6,7 @@ attempt that outlives the kernel's stop grace."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -18,11 +19,13 @@ from agentcore_provider_hold import HOLD_TOO_LONG, ProviderHold
 from agentcore_rate_limit import RateLimit
 
 import agentcore.kernel
+from agentcore import hookimpl
 from agentcore.admission import ADMISSION_WAIT_TOO_LONG
 from agentcore.fleet import FleetStore, open_store
 from agentcore.fleet.claims import Claim, ClaimRefusal, Scalar
 from agentcore.fleet.redis_store import RedisFleetStore
 from agentcore.inference import InferenceError, Message, Request
+from agentcore.inference.calls import Attempt, Inference
 from agentcore.kernel import Kernel
 from agentcore.testing import STALL, ScriptedProvider, TraceRecorder, scripted_kind
 from agentcore.testing.claims import QuotaPlugin, used
@@ -99,6 +102,33 @@ async def test_a_third_party_claim_kind_is_decided_with_the_built_in_ones(
     assert [c.request.metadata["tag"] for c in scripted_provider.calls] == ["first"]
     slots = [(s["change"], s["inferenceId"]) for s in trace_recorder.of("rate_limit:slots")]
     assert [change for change, _ in slots] == ["taken", "released"]  # the first call's only
+
+
+@pytest.mark.parametrize("named", ["", "someone-else", "limits"])
+async def test_a_claim_carries_the_name_of_the_plugin_that_made_it(load: Load, named: str) -> None:
+    """The kernel fills `Claim.plugin` with the name the plugin is loaded as, whatever the
+    plugin put there (nothing, or another name); the in-tree plugins name themselves from
+    `PluginContext.name`, so the rate limit loaded as ``limits`` says ``limits``."""
+
+    class Naming(QuotaPlugin):
+        @hookimpl
+        def on_admission_claims(self, attempt: Any) -> list[Claim] | None:
+            claims = super().on_admission_claims(attempt) or []
+            return [dataclasses.replace(c, plugin=named) for c in claims]
+
+    seen: list[list[Claim]] = []
+    async with load(
+        ONE_SLOT.replace("max_wait_s = 5", "max_wait_s = 0"),
+        plugins={"rate-limit": None, "limits": RateLimit, "quota": Naming({"fake": (1, 1, 0)})},
+    ) as kernel:
+        attempt = Attempt(Inference("i1", req("x"), "fake", "m1", False), 1)
+        seen.append(await kernel.admission.claims(attempt))
+    assert sorted((c.kind, c.plugin) for c in seen[0]) == [
+        ("hold", "provider-hold"),  # the attempt's (provider, model), and its provider
+        ("hold", "provider-hold"),
+        ("quota", "quota"),
+        ("slots", "limits"),
+    ]
 
 
 class GrantedReplyLate:

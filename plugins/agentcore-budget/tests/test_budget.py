@@ -181,10 +181,9 @@ async def test_a_reservation_goes_back_once_and_only_from_its_holder(
     load: Load, redis_server: RedisServer
 ) -> None:
     """The kind's own steps on each store: two holders reserve; a holder never granted
-    and a second give-back take nothing back; each give-back settles its real cost; the
-    last one wakes the key's waiters (so no replica keeps a key's event past its
-    window). On Redis both keys of a window expire a day after it, the holders' set
-    again when a take makes it anew."""
+    and a second give-back take nothing back; each give-back settles its real cost. On
+    Redis both keys of a window expire a day after it, the holders' set again when a take
+    makes it anew."""
     end_ms = 1_796_601_600_000  # 2026-12-07T00:00:00Z
     claim = Claim(BUDGET, "server:s1:day:2026-12-06", (0.6, 250_000_000, end_ms))
     async with load("[budget.servers.s1]\nmax_usd = 1.0") as kernel:
@@ -202,12 +201,23 @@ async def test_a_reservation_goes_back_once_and_only_from_its_holder(
         await store.release([claim], "a", [(0.1,)])
         await store.release([claim], "a", [(0.1,)])  # given back twice: once
         assert await spent(store, claim.key) == (pytest.approx(0.1), 0.25)
-        woken = store.changed(claim.key)
         await store.release([claim], "b", [(0.05,)])
-        await asyncio.wait_for(woken.wait(), 10)
         assert await spent(store, claim.key) == (pytest.approx(0.15), 0.0)
         assert await store.admit([claim], "d") == [0]  # no holder left: the set is new
         assert await expiries() in ([], [end_ms + KEEP_AFTER_WINDOW_MS] * 2)
+
+
+async def test_no_replica_keeps_a_wake_up_event_for_a_budget(
+    load: Load, trace_recorder: TraceRecorder
+) -> None:
+    """No call waits on a budget (a refusal fails at once), so admission watches no budget
+    key: a store keeps no "changed" event for one, which would outlive its window (one a
+    day per server and provider, never woken, since a release wakes nobody)."""
+    async with load("[budget.servers.s1]\nmax_usd = 1.0") as kernel:
+        await complete(kernel, req())
+        await refused(kernel, req(max_tokens=200_000))
+        events = kernel.fleet._changed  # type: ignore[attr-defined]
+        assert not [key for key in events if key.startswith("server:")], events
 
 
 def _expiries(kernel: Kernel, redis_server: RedisServer, key: str) -> Callable[[], Any]:

@@ -207,6 +207,7 @@ class Enforcer:
                 max_wait_setting="[budget]",
                 refused=functools.partial(self._refused, attempt, scope, window.end),
                 settle=_settle,
+                plugin=self._context.name if self._context is not None else "",
             )
             for scope, key in scoped
         ]

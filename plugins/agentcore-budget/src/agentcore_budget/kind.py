@@ -69,15 +69,13 @@ class BudgetKind:
         -- Only a holder gives back (a grant given back twice, or never granted, takes
         -- nothing); what it reserved is its claim's amount, as sent (negated as text).
         if redis.call('SREM', c.keys[2], c.holder) == 0 then return end
-        local left = redis.call('HINCRBY', c.keys[1], 'reserved_nano', '-' .. c.args[2])
+        redis.call('HINCRBY', c.keys[1], 'reserved_nano', '-' .. c.args[2])
         local real = c.settle[1]
         if real and tonumber(real) ~= 0 then
           redis.call('HINCRBYFLOAT', c.keys[1], 'spent', real)
         end
-        -- No call waits on a budget (a refusal fails at once): a release frees nobody.
-        -- But each replica keeps its "changed" event of a key until a wake-up for it
-        -- comes, so the release that leaves nothing reserved (a window's last) sends one.
-        if left == 0 then c.wake() end
+        -- No wake-up: no call waits on a budget (a refusal fails at once, and the kernel
+        -- watches no key of a claim that cannot wait), so a release frees nobody.
       end,
     }"""
     )
@@ -100,11 +98,10 @@ class BudgetKind:
         reserved = held.pop(call.holder, None)
         if reserved is None:
             return False
-        left: int = int(call.state.get("reserved_nano", 0)) - reserved
-        call.state["reserved_nano"] = left
+        call.state["reserved_nano"] = int(call.state.get("reserved_nano", 0)) - reserved
         real = float(call.settle[0]) if call.settle else 0.0
         call.state["spent"] = float(call.state.get("spent", 0.0)) + real
-        return left == 0  # as in Lua: wakes when nothing is left reserved (see `lua`)
+        return False  # as in Lua: no call waits on a budget (see `lua`)
 
     def renew(self, call: ClaimCall) -> None:
         """Nothing leased: a reservation lasts until its attempt ends."""

@@ -222,6 +222,8 @@ class ProviderHold:
     def __init__(self) -> None:
         self.settings = HoldSettings.model_construct()
         self._context: PluginContext[HoldSettings] | None = None
+        self._name = ""
+        """The name this plugin is loaded as: its claims carry it (no copy by the kernel)."""
         self._linger_s = 600.0
         self._probes: set[tuple[str, int, str]] = set()
         """This replica's probes in flight, by (inference id, attempt number, held key): only
@@ -249,6 +251,7 @@ class ProviderHold:
     @hookimpl
     def agentcore_start(self, context: PluginContext[HoldSettings]) -> None:
         self._context = context
+        self._name = context.name
         self.settings = context.settings
         # How long an ended hold waits for its probe before it goes by itself.
         self._linger_s = context.inference.request_timeout_s
@@ -283,6 +286,7 @@ class ProviderHold:
             refused=callbacks.refused,
             admitted=callbacks.admitted,
             released=callbacks.released,
+            plugin=self._name,
         )
 
     def _admitted(self, probe: tuple[str, int, str], result: Scalar) -> None:

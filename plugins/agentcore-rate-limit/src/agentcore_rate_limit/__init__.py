@@ -32,7 +32,6 @@ across every replica that shares the kernel's ``[fleet]`` store.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Literal
@@ -49,6 +48,7 @@ from agentcore.api import (
     InferenceError,
     PluginContext,
     ProviderName,
+    Scalar,
     Section,
     SettingsSection,
     SlotsPayload,
@@ -57,7 +57,6 @@ from agentcore.api import (
 
 LIMIT_WAIT_TOO_LONG = "limit_wait_too_long"
 """`InferenceError.code` of a call that would wait longer than ``max_wait_s`` for a limit."""
-"""The trace of a slot taken or given back: how many this replica holds, and the limit."""
 MAX_WAIT_SETTING = "[rate_limit] max_wait_s"
 WINDOW_S = 60.0
 
@@ -153,14 +152,15 @@ class RateLimit:
         if limit.max_in_flight is not None:
             held = (attempt.inference.id, attempt.number)
             lease = (limit.max_in_flight, max(1, round(self.settings.slot_lease_s * 1000)))
-            slot = self._claim(SLOTS, attempt.provider, lease, refused)
-            claims.append(
-                dataclasses.replace(
-                    slot,
-                    admitted=lambda _: self._taken(held, attempt.provider),
-                    released=lambda: self._given_back(held),
-                )
+            slot = self._claim(
+                SLOTS,
+                attempt.provider,
+                lease,
+                refused,
+                admitted=lambda _: self._taken(held, attempt.provider),
+                released=lambda: self._given_back(held),
             )
+            claims.append(slot)
         return claims
 
     def _claim(
@@ -169,6 +169,8 @@ class RateLimit:
         provider: str,
         args: tuple[int, int],
         refused: Callable[[ClaimRefusal, float], InferenceError | None],
+        admitted: Callable[[Scalar], None] | None = None,
+        released: Callable[[], None] | None = None,
     ) -> Claim:
         return Claim(
             kind,
@@ -178,6 +180,9 @@ class RateLimit:
             max_wait_s=self.settings.max_wait_s,
             max_wait_setting=MAX_WAIT_SETTING,
             refused=refused,
+            admitted=admitted,
+            released=released,
+            plugin="" if self._context is None else self._context.name,
         )
 
     def _refused(

@@ -93,3 +93,16 @@ def test_a_listening_console_and_otel_headers_load_what_they_use(tmp_path: Path)
     environ = {**clean_env(), "OTEL_EXPORTER_OTLP_HEADERS": "x-key=hunter2"}
     modules = loaded(settings, environ)
     assert {"agentcore_console.state", "opentelemetry.util.re"} <= modules
+
+
+def test_the_command_loads_infer_s_run_for_infer_only() -> None:
+    """`agentcore.cli_infer` (the streamed text, the status line, host turns) is not loaded by
+    the `agentcore` command's module; `InferStatus` is still importable from it."""
+    probe = (
+        "import sys, agentcore.cli as cli; print('agentcore.cli_infer' in sys.modules);"
+        " cli.InferStatus; print('agentcore.cli_infer' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["False", "True"]

@@ -357,7 +357,7 @@ async def wakes(store: FleetStore, key: str, change: Callable[[], object]) -> bo
     if asyncio.iscoroutine(result):
         await result
     try:
-        await asyncio.wait_for(event.wait(), 2.0)
+        await asyncio.wait_for(event.wait(), 10.0)  # every use expects the wake: a bound only
     except TimeoutError:
         return False
     return True

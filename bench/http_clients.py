@@ -20,7 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import aiohttp
 import httpx
@@ -68,7 +69,9 @@ async def with_aiohttp(url: str, streams: int) -> int:
 
 
 def measure(
-    server: LoopbackServer, read: Callable[[str, int], Awaitable[int]], args: argparse.Namespace
+    server: LoopbackServer,
+    read: Callable[[str, int], Coroutine[Any, Any, int]],
+    args: argparse.Namespace,
 ) -> float:
     """CPU seconds of this thread per chunk for one round of `args.streams` streams."""
     scenario = Scenario.text(" ".join(["word"] * args.chunks), chunk_delay_s=args.interval)
@@ -77,7 +80,7 @@ def measure(
     got = asyncio.run(read(server.url + "/v1/messages", args.streams))
     spent = time.thread_time() - start
     assert got > 0
-    return spent / (args.streams * args.chunks)
+    return spent / int(args.streams * args.chunks)
 
 
 def main() -> None:

@@ -725,7 +725,8 @@ def row(n: int, host: str, r: dict[str, Any], label: str = "") -> str:
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each number's median over the rounds (a round's p99 swings several-fold here)."""
-    numbers = ("chunks", "chunks_per_s", "p50_ms", "p99_ms", "max_ms", "rss_mb", "idle_mb")
+    numbers: tuple[str, ...] = ("chunks", "chunks_per_s", "p50_ms", "p99_ms", "max_ms", "rss_mb")
+    numbers += ("idle_mb",)
     numbers += ("kb_per_stream",)
     more = ("cpu_us_per_chunk", "cpu_share", "wall_s", "answered")
     return {key: statistics.median(r[key] for r in runs) for key in numbers + more}

@@ -412,9 +412,9 @@ def report(results: dict[str, float]) -> None:
             "(i) (b) exporting to OTLP",
         ):
             if peer in results:
-                ratio = results[peer] / kernel
-                verdict = "meets" if ratio <= 1.1 else "MISSES"
-                print(f"{peer[:3]} {verdict} the 1.1x target against (b) ({ratio:.2f}x)")
+                factor = results[peer] / kernel
+                verdict = "meets" if factor <= 1.1 else "MISSES"
+                print(f"{peer[:3]} {verdict} the 1.1x target against (b) ({factor:.2f}x)")
     native = results.get("(g) kernel.stream, Anthropic")
     for peer in (
         "(h) kernel.stream, Anthropic XML",
@@ -422,9 +422,9 @@ def report(results: dict[str, float]) -> None:
         "(k) kernel.stream, Bedrock Converse",
     ):
         if native and peer in results:
-            ratio = results[peer] / native
-            verdict = "meets" if ratio <= 1.3 else "MISSES"
-            print(f"{peer[:3]} {verdict} the 1.3x target against (g) ({ratio:.2f}x)")
+            factor = results[peer] / native
+            verdict = "meets" if factor <= 1.3 else "MISSES"
+            print(f"{peer[:3]} {verdict} the 1.3x target against (g) ({factor:.2f}x)")
     if native and "(j) kernel.stream, Bedrock invoke" in results:
         extra = bedrock_decoder_extra()
         print(

@@ -175,7 +175,11 @@ async def test_a_probe_lost_with_its_replica_hands_over_when_its_lease_runs_out(
 
     from agentcore.testing import STALL
 
-    monkeypatch.setattr(agentcore_provider_hold, "PROBE_LEASE_S", 0.3)
+    # 1 s, renewed every third of it: at the "death" the lease has at least 2/3 s left less
+    # however late the last renewal ran, and the survivor must wait that out. With 0.3 s
+    # (0.2 s left at best) a renewal running late on a loaded machine left under the 0.2 s
+    # asserted below.
+    monkeypatch.setattr(agentcore_provider_hold, "PROBE_LEASE_S", 1.0)
     scripted_provider.script = [limited(retry_after_s=0.05), STALL]
     path = tmp_path / "agentcore.toml"
     path.write_text(
@@ -203,7 +207,8 @@ async def test_a_probe_lost_with_its_replica_hands_over_when_its_lease_runs_out(
         renewer.cancel()
         lost_at = time.monotonic()
         response = await asyncio.wait_for(survivor.complete(req("survivor")), 5)
-        assert time.monotonic() - lost_at >= 0.2  # it waited for the lease to run out
+        # It waited for the lease to run out (not going at once, as it would without one).
+        assert time.monotonic() - lost_at >= 0.3
         probe.cancel()
     assert response.text == "hello"
     assert [c.request.metadata["tag"] for c in scripted_provider.calls] == [

@@ -150,12 +150,15 @@ async def test_a_stale_probe_counts_as_gone(store: FleetStore) -> None:
 
 
 async def test_the_probe_claiming_again_renews_its_lease(store: FleetStore) -> None:
+    # A 1 s lease claimed again at 0.6 s, and "other" refused at 1.2 s: past the first
+    # lease, so only the renewal keeps it (without one, "other" would take it). Each step
+    # has 0.4 s to spare on a loaded machine (a 0.15 s lease renewed every 0.08 s had 0.07).
     await store.set_hold("p:m", 0.0, "rate_limit", LINGER_S)
-    assert await store.claim_probe("p:m", "alive", 0.15)
-    for _ in range(3):
-        await asyncio.sleep(0.08)
-        assert await store.claim_probe("p:m", "alive", 0.15)
-    assert not await store.claim_probe("p:m", "other", 0.15)
+    assert await store.claim_probe("p:m", "alive", 1.0)
+    await asyncio.sleep(0.6)
+    assert await store.claim_probe("p:m", "alive", 1.0)
+    await asyncio.sleep(0.6)
+    assert not await store.claim_probe("p:m", "other", 1.0)
 
 
 async def test_a_new_hold_forgets_the_probe(store: FleetStore) -> None:
@@ -216,17 +219,22 @@ async def test_a_released_slot_can_be_taken_again(store: FleetStore) -> None:
 
 
 async def test_a_slot_whose_lease_ran_out_comes_back(store: FleetStore) -> None:
-    assert await slot(store, "p", "dead", 1, 0.1)
+    # 0.5 s: "b" must be refused inside the lease, one round trip after it was taken (with
+    # 0.1 s a loaded machine could let the lease lapse first).
+    assert await slot(store, "p", "dead", 1, 0.5)
     assert not await slot(store, "p", "b", 1, LEASE_S)
-    await asyncio.sleep(0.15)
+    await asyncio.sleep(0.55)
     assert await slot(store, "p", "b", 1, LEASE_S)
 
 
 async def test_a_renewed_slot_stays(store: FleetStore) -> None:
-    assert await slot(store, "p", "alive", 1, 0.15)
-    for _ in range(3):
-        await asyncio.sleep(0.08)
-        await store.renew_slots("p", ["alive", "never-held"], 0.15)
+    # A 1 s lease renewed at 0.6 s, "b" refused at 1.2 s: past the first lease, so only the
+    # renewal keeps the slot. 0.4 s to spare at each step (0.15 s renewed every 0.08 s had
+    # 0.07 s, which a loaded machine can take).
+    assert await slot(store, "p", "alive", 1, 1.0)
+    await asyncio.sleep(0.6)
+    await store.renew_slots("p", ["alive", "never-held"], 1.0)
+    await asyncio.sleep(0.6)
     assert not await slot(store, "p", "b", 1, LEASE_S)
     assert not await store.release_slot("p", "never-held")  # renewing took no slot
 
@@ -333,9 +341,14 @@ async def test_redis_forgetting_its_scripts_is_no_error(redis_server: RedisServe
 
 
 async def subscribed(store: FleetStore) -> None:
-    """Redis: the store's subscription is made at the first `changed()`; let it be in place."""
+    """Redis: the store's subscription is made at the first `changed()`; wait until Redis
+    confirmed it (`holds.live`), not a fixed 0.2 s a loaded machine can outrun, which
+    let a change be published before anyone listened."""
     store.changed("-")
-    await asyncio.sleep(0.2)
+    holds = getattr(store, "holds", None)  # the memory store has no subscription to wait for
+    async with asyncio.timeout(10):
+        while holds is not None and not holds.live:
+            await asyncio.sleep(0.01)
 
 
 async def wakes(store: FleetStore, key: str, change: Callable[[], object]) -> bool:
@@ -344,7 +357,7 @@ async def wakes(store: FleetStore, key: str, change: Callable[[], object]) -> bo
     if asyncio.iscoroutine(result):
         await result
     try:
-        await asyncio.wait_for(event.wait(), 2.0)
+        await asyncio.wait_for(event.wait(), 10.0)  # every use expects the wake: a bound only
     except TimeoutError:
         return False
     return True
@@ -475,12 +488,14 @@ async def test_a_hold_refuses_with_its_remaining_time_then_one_probe_goes(
     claim_stores: Callable[[], FleetStore],
 ) -> None:
     first, second = claim_stores(), claim_stores()
-    await first.set_hold("p:m", 0.3, "overloaded", LINGER_S)
+    # 0.6 s: the refusal must come inside the hold, one round trip after it was set (0.3 s
+    # with a 0.1 s floor on the remaining time left a loaded machine 0.2 s).
+    await first.set_hold("p:m", 0.6, "overloaded", LINGER_S)
     refusal = await second.admit([hold_claim(), slots_claim(5)], "a")
     assert isinstance(refusal, ClaimRefusal)
     assert (refusal.index, refusal.detail, refusal.info) == (0, "held", "overloaded")
-    assert refusal.retry_s is not None and 0.1 < refusal.retry_s <= 0.3
-    await asyncio.sleep(0.35)
+    assert refusal.retry_s is not None and 0 < refusal.retry_s <= 0.6
+    await asyncio.sleep(0.65)
     grants = await asyncio.gather(
         *(
             store.admit([hold_claim(), slots_claim(5)], f"h{i}")
@@ -504,13 +519,16 @@ async def test_releasing_the_probe_lets_the_next_call_be_the_probe(
 
 
 async def test_renewing_keeps_a_claimed_slot_past_its_lease(claim_store: FleetStore) -> None:
-    claims = [slots_claim(1, lease_ms=300)]
+    # A 1 s lease renewed at 0.6 s, "b" refused at 1.2 s: past the first lease, so only the
+    # renewal keeps it; 0.4 s to spare at each step (a 0.3 s lease renewed every 0.15 s
+    # had 0.15 s, too little on a loaded machine).
+    claims = [slots_claim(1, lease_ms=1000)]
     assert await claim_store.admit(claims, "a") == [0]
-    for _ in range(3):
-        await asyncio.sleep(0.15)
-        await claim_store.renew(claims, "a")
+    await asyncio.sleep(0.6)
+    await claim_store.renew(claims, "a")
+    await asyncio.sleep(0.6)
     assert isinstance(await claim_store.admit(claims, "b"), ClaimRefusal)
-    await asyncio.sleep(0.35)  # no longer renewed: its lease runs out
+    await asyncio.sleep(1.05)  # no longer renewed: its lease runs out
     assert await claim_store.admit(claims, "b") == [0]
 
 

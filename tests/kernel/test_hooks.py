@@ -530,7 +530,7 @@ async def test_an_admission_refusal_is_the_answer_and_is_not_retried(
             error = failed.error
         else:
             with pytest.raises(InferenceError) as caught:
-                await asyncio.wait_for(kernel.complete(request()), 1)
+                await asyncio.wait_for(kernel.complete(request()), 5)  # a guard: held 900 s
             error = caught.value
     assert str(error) == "held for 900 s, more than max_wait_s"
     assert retry.asked == 0

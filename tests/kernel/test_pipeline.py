@@ -38,6 +38,12 @@ from agentcore.inference import (
 from agentcore.inference.calls import GiveUp, Retry
 from agentcore.traces import JsonlTraceSink
 
+GUARD_S = 5.0
+"""A bound on waits that end at once when the kernel works (a stall reached, a stop's
+terminal): a guard against hanging, never a timing. 1-2 s left a loaded machine (a worker's
+first test also importing on first use) little room; each case still fails on a wrong
+outcome, and on a hang (its stalls run 30 s)."""
+
 
 class Policy:
     """A retry policy scripted by the test: one decision per failed attempt."""
@@ -231,7 +237,7 @@ async def test_a_stalled_stream_is_cut_by_the_progress_timeout(make_kernel, scri
     provider = scripted([BlockStart(0, "text"), Token("slow", "text"), Stall(30)])
     kernel = make_kernel(env={"AGENTCORE_INFERENCE__PROGRESS_TIMEOUT_S": "0.05"})
     async with kernel:
-        events = await asyncio.wait_for(collect(kernel.stream(request())), 2)
+        events = await asyncio.wait_for(collect(kernel.stream(request())), GUARD_S)
     final = events[-1]
     assert isinstance(final, Aborted)
     assert final.reason == "timeout"
@@ -249,7 +255,7 @@ async def test_a_progress_timeout_before_anything_visible_is_offered_for_retry(
         plugins={"policy": policy}, env={"AGENTCORE_INFERENCE__PROGRESS_TIMEOUT_S": "0.05"}
     )
     async with kernel:
-        events = await asyncio.wait_for(collect(kernel.stream(request())), 2)
+        events = await asyncio.wait_for(collect(kernel.stream(request())), GUARD_S)
     assert policy.asked == [(1, "timeout")]
     assert text_of(events) == "awake"
     assert provider.endings == ["CancelledError", "finished"]
@@ -265,7 +271,7 @@ async def test_a_slow_stream_is_cut_by_the_request_timeout(make_kernel, scripted
         }
     )
     async with kernel:
-        events = await asyncio.wait_for(collect(kernel.stream(request())), 2)
+        events = await asyncio.wait_for(collect(kernel.stream(request())), GUARD_S)
     final = events[-1]
     assert isinstance(final, Aborted)
     assert final.error.code == REQUEST_TIMEOUT
@@ -279,7 +285,7 @@ async def test_complete_is_cut_by_the_request_timeout(make_kernel, scripted):
     kernel = make_kernel(env={"AGENTCORE_INFERENCE__REQUEST_TIMEOUT_S": "0.05"})
     async with kernel:
         with pytest.raises(InferenceError) as caught:
-            await asyncio.wait_for(kernel.complete(request()), 2)
+            await asyncio.wait_for(kernel.complete(request()), GUARD_S)
     assert caught.value.code == REQUEST_TIMEOUT
     assert len(provider.calls) == 1
 
@@ -322,7 +328,7 @@ async def test_cancelling_the_consumer_task_stops_the_provider_call(make_kernel,
     kernel = make_kernel(plugins={"policy": policy})
     async with kernel:
         consumer = asyncio.ensure_future(collect(kernel.stream(request())))
-        await asyncio.wait_for(provider.stalled.wait(), 1)
+        await asyncio.wait_for(provider.stalled.wait(), GUARD_S)
         consumer.cancel()
         with pytest.raises(asyncio.CancelledError):
             await consumer
@@ -337,7 +343,7 @@ async def test_cancelling_a_complete_stops_the_provider_call(make_kernel, script
     kernel = make_kernel(plugins={"policy": policy})
     async with kernel:
         call = asyncio.ensure_future(kernel.complete(request()))
-        await asyncio.wait_for(provider.stalled.wait(), 1)
+        await asyncio.wait_for(provider.stalled.wait(), GUARD_S)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
@@ -363,7 +369,7 @@ async def test_a_cancelled_inference_ends_with_a_fail_trace(make_kernel, scripte
                 else kernel.complete(request())
             )
             task = asyncio.ensure_future(run)
-            await asyncio.wait_for(provider.stalled.wait(), 1)
+            await asyncio.wait_for(provider.stalled.wait(), GUARD_S)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -396,17 +402,17 @@ async def test_stopping_the_kernel_during_a_backoff_fails_the_inference(
         call = asyncio.ensure_future(collect(kernel.stream(request())))
     else:
         call = asyncio.ensure_future(kernel.complete(request()))
-    await asyncio.wait_for(policy.waiting.wait(), 1)
+    await asyncio.wait_for(policy.waiting.wait(), GUARD_S)
     await kernel.stop()
     if streamed:
-        events = await asyncio.wait_for(call, 1)
+        events = await asyncio.wait_for(call, GUARD_S)
         assert isinstance(events[-2], Retrying)
         final = events[-1]
         assert isinstance(final, Aborted)
         error = final.error
     else:
         with pytest.raises(InferenceError) as caught:
-            await asyncio.wait_for(call, 1)
+            await asyncio.wait_for(call, GUARD_S)
         error = caught.value
     assert str(error) == "The host is shutting down"
     assert error.code == SHUTTING_DOWN
@@ -546,9 +552,9 @@ async def test_the_jsonl_sink_keeps_the_traces_of_inferences_failed_by_shutdown(
     )
     await kernel.start()
     call = asyncio.ensure_future(collect(kernel.stream(request())))
-    await asyncio.wait_for(policy.waiting.wait(), 1)
+    await asyncio.wait_for(policy.waiting.wait(), GUARD_S)
     await kernel.stop()
-    await asyncio.wait_for(call, 1)
+    await asyncio.wait_for(call, GUARD_S)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert [x["type"] for x in lines] == ["inference:start", "inference:retry", "inference:fail"]
     assert lines[-1]["error"] == "cancelled: The host is shutting down"
@@ -633,9 +639,9 @@ async def test_stop_ends_a_stream_in_flight_with_the_shutdown_terminal(make_kern
     kernel = make_kernel(plugins={"traces": traces})
     await kernel.start()
     consumer = asyncio.ensure_future(collect(kernel.stream(request())))
-    await asyncio.wait_for(provider.stalled.wait(), 1)
+    await asyncio.wait_for(provider.stalled.wait(), GUARD_S)
     await kernel.stop()
-    events = await asyncio.wait_for(consumer, 1)
+    events = await asyncio.wait_for(consumer, GUARD_S)
     terminal = events[-1]
     assert isinstance(terminal, Aborted) and terminal.reason == "cancelled"
     assert terminal.error.code == SHUTTING_DOWN
@@ -648,9 +654,9 @@ async def test_stop_ends_a_whole_call_in_flight_with_the_shutdown_error(make_ker
     kernel = make_kernel()
     await kernel.start()
     call = asyncio.ensure_future(kernel.complete(request()))
-    await asyncio.wait_for(provider.stalled.wait(), 1)
+    await asyncio.wait_for(provider.stalled.wait(), GUARD_S)
     await kernel.stop()
     with pytest.raises(InferenceError) as caught:
-        await asyncio.wait_for(call, 1)
+        await asyncio.wait_for(call, GUARD_S)
     assert caught.value.code == SHUTTING_DOWN
     assert "shutting down" in str(caught.value)

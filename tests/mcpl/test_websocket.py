@@ -292,8 +292,10 @@ async def test_without_reconnect_a_server_not_up_fails_the_start_at_once() -> No
     url = srv.url
     await srv.stop()
     conn = connection(url)
+    # A connection that retried would keep trying (no max_attempts) and time out here; 5 s,
+    # not 1 s, so a loaded machine's refused connect is not mistaken for one.
     with pytest.raises(McplStartError):
-        await asyncio.wait_for(conn.start(), 1.0)
+        await asyncio.wait_for(conn.start(), 5.0)
 
 
 async def test_without_reconnect_a_closed_socket_closes_the_connection(server: WsServer) -> None:

@@ -206,6 +206,8 @@ async def test_leaving_a_stream_early_closes_its_connection() -> None:
 
 
 async def test_silence_past_the_read_timeout_is_a_timeout() -> None:
+    # 0.5 s, not 0.2 s: "Hi " must reach the client before the timer fires, on a loaded
+    # machine too; the silence after it is what the timeout cuts.
     stalled = asyncio.Event()
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -214,13 +216,13 @@ async def test_silence_past_the_read_timeout_is_a_timeout() -> None:
         await writer.drain()
         await stalled.wait()
 
-    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.5) as local:
         events = await collect(local)
         stalled.set()
     end = terminal(events)
     assert isinstance(end, Failed) and end.error.kind == "timeout"
     assert end.error.message == (
-        "Timed out waiting for data (no bytes from the provider for 0.2 s: read_timeout_s)"
+        "Timed out waiting for data (no bytes from the provider for 0.5 s: read_timeout_s)"
     )
     assert visible(events) == "Hi "
 
@@ -259,13 +261,13 @@ async def test_a_stream_whose_consumer_holds_it_past_the_read_timeout_goes_on() 
     events: list[Any] = []
     async with (
         RawServer(handler) as server,
-        provider(server.url, read_timeout_s=0.3) as local,
+        provider(server.url, read_timeout_s=0.5) as local,  # "Hello " comes before it
         aclosing(local.stream(request(), "m")) as stream,
     ):
         async for event in stream:
             events.append(event)
             if isinstance(event, Token):
-                await asyncio.sleep(0.6)  # twice the read timeout, holding the stream
+                await asyncio.sleep(1.0)  # twice the read timeout, holding the stream
                 consumer_ready.set()
     end = terminal(events)
     assert isinstance(end, Complete), end
@@ -286,7 +288,9 @@ async def test_a_stream_that_never_ends_its_body_after_the_reply_is_cut_by_the_r
         assert await reader.read() == b""  # the client hung up
         closed.set()
 
-    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
+    # 0.5 s, not 0.2 s: the whole reply must be read before the timer fires, on a loaded
+    # machine too; only the drain after it may be cut.
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.5) as local:
         end = terminal(await collect(local))
         await asyncio.wait_for(closed.wait(), 5)
     assert isinstance(end, Complete) and end.response.text == "Hello there"

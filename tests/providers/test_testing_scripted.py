@@ -66,7 +66,7 @@ async def test_complete_raises_and_records_a_cancel() -> None:
         await provider.complete(req(), "m1")
     assert caught.value is error
     task = asyncio.create_task(provider.complete(req("b"), "m1"))
-    await asyncio.wait_for(provider.stalled.wait(), 1)
+    await asyncio.wait_for(provider.stalled.wait(), 5)  # a guard against hanging
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -233,7 +233,9 @@ async def test_a_call_refused_before_any_provider_call_is_counted(
 async def test_rate_limit_slots_in_use_are_a_gauge_by_provider(
     otel_kernel: Callable[..., Kernel], exported: Exported, provider: LoopbackServer
 ) -> None:
-    provider.script(*[Scenario.text("slow", delay_s=0.3)] * 3, provider="a")
+    # 1 s each: the gauge reads 2 only while two calls are in flight, and the poll below must
+    # see it then; 0.3 s left a loaded machine too short a window (the gauge fell back first).
+    provider.script(*[Scenario.text("slow", delay_s=1.0)] * 3, provider="a")
     limits = {"rate_limit": {"providers": {"a": {"max_in_flight": 2}}}}
     async with otel_kernel(sections=limits, plugins={"rate-limit": RateLimit}) as kernel:
         calls = asyncio.gather(*(kernel.complete(request()) for _ in range(3)))

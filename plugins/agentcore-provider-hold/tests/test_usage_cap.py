@@ -23,7 +23,9 @@ from agentcore.testing import (
 )
 from agentcore.testing.redis import RedisServer
 
-PROBE_S = 0.5
+PROBE_S = 1.0
+"""The usage-cap hold. The calls asserted refused must all come inside it (three, over Redis,
+on two replicas): 0.5 s left a loaded machine too little; the probe loops poll a tenth of it."""
 
 
 def ask(model: str) -> Request:

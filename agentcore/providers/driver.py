@@ -45,7 +45,7 @@ from agentcore.inference import (
     Token,
 )
 from agentcore.inference.watchdog import UNWATCHED, StreamWatch, Watchdog, ending
-from agentcore.providers.body import Silence, drained, replay_body
+from agentcore.providers.body import Silence, StreamedResponse, drained, replay_body
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.proxy import env_proxy
 from agentcore.providers.stale import (
@@ -127,6 +127,7 @@ class HTTPProvider:
             timeout=timeout,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),
+            response_class=StreamedResponse,
         )
         if fresh:
             self._fresh = session
@@ -299,6 +300,8 @@ class HTTPProvider:
         except InferenceError as error:
             return [translator.fail(error)]
         if self.wire.stream_type in response.headers.get("content-type", ""):
+            if isinstance(response, StreamedResponse):
+                response.body_only()  # the head is read: only the body is read from here
             return response
         try:
             return await replay_body(response, translator)

@@ -21,6 +21,9 @@ provider. The environment's proxy is looked up once, for the base URL, when the
 provider is made (aiohttp's ``trust_env`` would look it up on every call, in two trips to
 a worker thread, half a millisecond of CPU per call), by the rules httpx and curl follow
 (`agentcore.providers.proxy`).
+
+A response whose stream the driver accepts keeps only its body from then on
+(`StreamedResponse.body_only`): it lives as long as the reply.
 """
 
 from __future__ import annotations

@@ -432,7 +432,8 @@ def run_client_rss(kind: str, url: str, n: int) -> int:
     read each one's head and first bytes, and print the RSS they added, in KB a stream:
     with ``asyncio`` a bare `asyncio.open_connection` (the relay's way), with ``aiohttp``
     a `ClientSession` as the providers' driver configures it (its pooled connector that
-    tells a reused connection apart, its timeouts, no cookie jar)."""
+    tells a reused connection apart, its timeouts, no cookie jar, its response class
+    keeping only the body once the stream is accepted)."""
     import urllib.parse
 
     key = os.environ["LOOPBACK_API_KEY"]
@@ -453,6 +454,7 @@ def run_client_rss(kind: str, url: str, n: int) -> int:
         if kind == "aiohttp":
             import aiohttp
 
+            from agentcore.providers.body import StreamedResponse
             from agentcore.providers.stale import ReuseAwareConnector
 
             session = aiohttp.ClientSession(
@@ -460,10 +462,14 @@ def run_client_rss(kind: str, url: str, n: int) -> int:
                 timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=600),
                 headers={**headers, "content-type": "application/json"},
                 cookie_jar=aiohttp.DummyCookieJar(),
+                response_class=StreamedResponse,
             )
 
             async def one() -> None:
                 response = await session.post(url, data=body, allow_redirects=False)
+                assert isinstance(response, StreamedResponse)
+                assert response.headers["content-type"].startswith("text/event-stream")
+                response.body_only()  # as the driver does once the stream is accepted
                 await response.content.readany()
                 opened.append(response)
                 closers.append(response.close)

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeGuard
 
 from loguru import logger
 
+from agentcore.inference.errors import PluginError
 from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError
 from agentcore.redaction import redact
 
@@ -89,11 +90,14 @@ class RemoteError(McplError):
 def error_object(exc: BaseException) -> dict[str, Any]:
     """The one place an exception becomes a JSON-RPC error object.
 
-    `McplError` is sent as it is; anything else is -32603 with its message
-    (logged with its traceback here, so a plugin bug is never silent).
+    `McplError` is sent as it is; a plugin's failure in its hook (`PluginError`, which
+    names the plugin) is -32603 with its message; anything else is -32603 with its
+    message, logged with its traceback here, so a bug is never silent.
     """
     if isinstance(exc, McplError):
         return exc.to_wire()
+    if isinstance(exc, PluginError):
+        return {"code": INTERNAL_ERROR, "message": str(exc)}
     if isinstance(exc, ConnectionClosed):  # the connection went from under it: no bug
         logger.warning("request handler stopped: {}", exc)
     else:

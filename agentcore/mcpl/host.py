@@ -33,7 +33,6 @@ from typing import Any
 
 from loguru import logger
 
-from agentcore.inference import PluginError
 from agentcore.kernel import Kernel
 from agentcore.mcpl.bounded import BoundedPeer
 from agentcore.mcpl.compat import STATE_REASONS
@@ -42,7 +41,7 @@ from agentcore.mcpl.deadline import Deadline
 from agentcore.mcpl.endpoint import resolve
 from agentcore.mcpl.environment import env_hint
 from agentcore.mcpl.limits import Limits
-from agentcore.mcpl.protocol import INTERNAL_ERROR, SHUTDOWN_MESSAGE, McplError, McplRequest
+from agentcore.mcpl.protocol import SHUTDOWN_MESSAGE, McplRequest
 from agentcore.mcpl.push import PushEvents, coalescing_leaves
 from agentcore.mcpl.reconnect import emit_state
 from agentcore.mcpl.transports import (
@@ -122,14 +121,16 @@ class McplHost:
         connections = self.connections
         return [connections[n] for n in self._configs if n in connections]
 
-    async def handle(self, request: McplRequest) -> Any:
+    def handle(self, request: McplRequest) -> Awaitable[Any]:
+        """The answer to a request: the push events' (§9), else the `on_mcpl_request` hook's.
+        Their coroutine itself, not one of this method awaiting it: a frame less held by
+        every request in flight. A plugin's failure there (`PluginError`) is answered
+        -32603 with its message where every exception becomes an error object
+        (`agentcore.mcpl.frames.error_object`)."""
         request.max_tokens = self._limits_of(request.server.name).max_tokens
-        try:
-            if request.method == "push/event":
-                return await self._push_events(request.server.name).answer(request)
-            return await self.kernel.hooks.mcpl_request(request)
-        except PluginError as exc:
-            raise McplError(INTERNAL_ERROR, str(exc)) from exc
+        if request.method == "push/event":
+            return self._push_events(request.server.name).answer(request)
+        return self.kernel.hooks.mcpl_request(request)
 
     def _push_events(self, server: str) -> PushEvents:
         events = self._push.get(server)

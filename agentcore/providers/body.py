@@ -1,6 +1,7 @@
 """A streamed body's pieces around the driver's read loop (`HTTPProvider.watched_stream`):
-the read timeout (`Silence`), a JSON body where a stream was asked for (`replay_body`),
-and the drain that hands a connection back to the pool."""
+the response that keeps only its body while it streams (`StreamedResponse`), the read
+timeout (`Silence`), a JSON body where a stream was asked for (`replay_body`), and the
+drain that hands a connection back to the pool."""
 
 from __future__ import annotations
 
@@ -10,12 +11,51 @@ import math
 from time import monotonic
 
 import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from agentcore.inference import InferenceError, StreamEvent
 from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
 from agentcore.providers.wire import Translator, replay
 
-__all__ = ["Silence", "drained", "replay_body"]
+__all__ = ["Silence", "StreamedResponse", "drained", "replay_body"]
+
+_NO_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
+_SET_IN_INIT = (
+    "method",
+    "_real_url",
+    "_url",
+    "_request_info",
+    "_timer",
+    "_cache",
+    "_traces",
+    "_loop",
+)
+"""What `ClientResponse.__init__` always sets and the class gives no default for: slots in
+`StreamedResponse`, which leaves its instance dict small enough for CPython's shared keys
+(an open response: ~0.6 KB less). A name the class ever defaults is left to the dict, so a
+slot never hides a default."""
+
+
+class StreamedResponse(aiohttp.ClientResponse):
+    """The driver's responses (its sessions' ``response_class``): one whose stream the
+    driver has accepted lets go of what only its head needed.
+
+    A streamed response lives as long as its reply, and aiohttp keeps its head twice
+    (the parsed headers and the raw lines: a provider sends twenty or more, rate limits
+    and request ids) and a copy of the request's headers (the API key among them) for
+    errors that a streamed read never raises. Once `body_only` is called, ``headers``
+    and ``raw_headers`` are empty and ``request_info`` carries no headers; the status,
+    the URL and the body stream stay.
+    """
+
+    __slots__ = tuple(n for n in _SET_IN_INIT if not hasattr(aiohttp.ClientResponse, n))
+
+    def body_only(self) -> None:
+        self._cache.clear()  # what `headers`, `request_info`... read once (aiohttp's reify)
+        self._headers = _NO_HEADERS
+        self._raw_headers = ()
+        info = self._request_info
+        self._request_info = aiohttp.RequestInfo(info.url, info.method, _NO_HEADERS, info.real_url)
 
 
 class Silence:

@@ -21,6 +21,9 @@ provider. The environment's proxy is looked up once, for the base URL, when the
 provider is made (aiohttp's ``trust_env`` would look it up on every call, in two trips to
 a worker thread, half a millisecond of CPU per call), by the rules httpx and curl follow
 (`agentcore.providers.proxy`).
+
+A response whose stream the driver accepts keeps only its body from then on
+(`StreamedResponse.body_only`): it lives as long as the reply.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from agentcore.inference import (
     Token,
 )
 from agentcore.inference.watchdog import UNWATCHED, StreamWatch, Watchdog, ending
-from agentcore.providers.body import Silence, drained, replay_body
+from agentcore.providers.body import Silence, StreamedResponse, drained, replay_body
 from agentcore.providers.errors import error_from_response
 from agentcore.providers.proxy import env_proxy
 from agentcore.providers.stale import (
@@ -127,6 +130,7 @@ class HTTPProvider:
             timeout=timeout,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),
+            response_class=StreamedResponse,
         )
         if fresh:
             self._fresh = session
@@ -299,6 +303,8 @@ class HTTPProvider:
         except InferenceError as error:
             return [translator.fail(error)]
         if self.wire.stream_type in response.headers.get("content-type", ""):
+            if isinstance(response, StreamedResponse):
+                response.body_only()  # the head is read: only the body is read from here
             return response
         try:
             return await replay_body(response, translator)

@@ -25,6 +25,7 @@ from agentcore.inference import Failed, HostTurn, InferenceError, Message, Plugi
 from agentcore.inference.calls import Attempt, Retry
 from agentcore.kernel import Kernel, PluginLoadError, as_inference_error
 from agentcore.markers import Failure, Kind, Result, hookspec, rules_of, spec
+from agentcore.mcpl.frames import error_object
 from agentcore.mcpl.host import McplHost
 from agentcore.mcpl.protocol import INTERNAL_ERROR, McplError, McplRequest, PushAnswer
 from agentcore.plugins import SettingsSection
@@ -112,6 +113,8 @@ async def _mcpl(make_kernel: MakeKernel, plugin: object, scripted: Any, *, metho
             await McplHost(kernel).handle(McplRequest(Server(), 7, method, params))
         except McplError as error:
             return error
+        except PluginError as error:  # answered where every exception becomes an error object
+            return McplError(**error_object(error))
     return None
 
 

@@ -260,7 +260,10 @@ class McplRouter:
     @hookimpl(trylast=True)
     async def on_mcpl_request(self, request: McplRequest) -> Any:
         if request.method == "inference/request":
-            return await self.answer_inference(request)
+            # The request read, then answered: no frame of the reading held while it streams.
+            inference, trace, stream = await self._inference_of(request)
+            response = await self._answered(request, inference, stream=stream, trace=trace)
+            return await self._result(response, trace)
         if request.method == "model/info":
             return self.model_info()
         return None
@@ -284,7 +287,9 @@ class McplRouter:
             )
         return info.to_wire()
 
-    async def answer_inference(self, request: McplRequest) -> dict[str, Any]:
+    async def _inference_of(self, request: McplRequest) -> tuple[Request, dict[str, Any], bool]:
+        """The kernel's request for an `inference/request`, its traces' fields and whether
+        it streams; -32602 naming a bad param, -32603 when no rule routes it."""
         params = request.params
         feature_set = params.get("featureSet")
         conversation = params.get("conversationId")
@@ -310,7 +315,10 @@ class McplRouter:
                 "mcplRequestId": request.id,
             },
         )
-        response = await self._answered(request, inference, stream=stream, trace=trace)
+        return inference, trace, stream
+
+    async def _result(self, response: Response, trace: dict[str, Any]) -> dict[str, Any]:
+        """The answer's result, traced ``mcpl:inference_complete``."""
         result = result_object(response)
         await self._emit(
             "mcpl:inference_complete",

@@ -65,6 +65,12 @@ _secret_characters: frozenset[str] = frozenset()
 no secret."""
 _longest = 0
 """The longest folded form."""
+_no_start_ends: set[str] = set()
+"""Ends of chunks (their last three characters) that `_held_length`'s first tests found to
+start no secret: those tests read no further back than three characters, so a chunk ending
+the same way starts none either, answered by one lookup. Emptied when the secrets change."""
+_NO_START_ENDS = 4096
+"""At most this many: a few hundred kilobytes; a stream's text repeats its word endings."""
 
 _sealed: str | None = None
 """The frame `StreamRedactor.feed_json` made last, redacted already: the redaction
@@ -143,6 +149,7 @@ def _rebuild() -> None:
         by_end.setdefault(secret[max(0, n - 2) : n], []).append((secret, n))
     _starts_by_end = {end: tuple(found) for end, found in by_end.items()}
     _secret_characters = frozenset("".join(_folded))
+    _no_start_ends.clear()
     _longest = len(by_length[0]) if by_length else 0
 
 
@@ -150,8 +157,13 @@ def _held_length(text: str) -> int:
     """How many characters at the end of `text` could be the start of a registered secret,
     in any case and with whitespace in it (0 for none). Trailing whitespace is held with
     such a start, since the secret may go on after it, when the start begins a word."""
+    tail = text[-3:]
+    if tail in _no_start_ends:
+        return 0
     last = text[-1:]
     if not last or not (last.isspace() or last.lower() in _secret_characters):
+        if len(_no_start_ends) < _NO_START_ENDS:
+            _no_start_ends.add(tail)
         return 0
     # The lookup below, without the fold, when the last two characters that are not
     # whitespace are ASCII (lowercased one to one, no context): no start ends in them.
@@ -163,6 +175,9 @@ def _held_length(text: str) -> int:
         and end not in _starts_by_end
         and end[1] not in _starts_by_end
     ):
+        # Read from `tail` alone, unless the whitespace at the end is longer than one.
+        if not text[-2:-1].isspace() and len(_no_start_ends) < _NO_START_ENDS:
+            _no_start_ends.add(tail)
         return 0
     folded = _fold(text[-2 * _longest :])[-_longest:]
     n = 0

@@ -65,6 +65,10 @@ _secret_characters: frozenset[str] = frozenset()
 no secret."""
 _longest = 0
 """The longest folded form."""
+_short = 0
+"""A text shorter than this holds no registered secret: no form fits in it (each is at least
+`MIN_SECRET_LENGTH` long), nor any anchor in it lowercased (at most three characters for one:
+CPython's bound; Unicode's only expansion is two)."""
 _no_start_ends: set[str] = set()
 """Ends of chunks (their last three characters) that `_held_length`'s first tests found to
 start no secret: those tests read no further back than three characters, so a chunk ending
@@ -129,6 +133,7 @@ def restore_secrets(saved: frozenset[str]) -> None:
 def _rebuild() -> None:
     """Derive every lookup structure from `_secrets` (and break the seal: `is_sealed`)."""
     global _ordered, _folded, _anchors, _loose, _starts_by_end, _secret_characters, _longest
+    global _short
     global _sealed
     _sealed = None
     _ordered = tuple(sorted(_secrets, key=len, reverse=True))
@@ -151,6 +156,8 @@ def _rebuild() -> None:
     _secret_characters = frozenset("".join(_folded))
     _no_start_ends.clear()
     _longest = len(by_length[0]) if by_length else 0
+    shortest_anchor = min(map(len, _anchors), default=3 * MIN_SECRET_LENGTH)
+    _short = min(MIN_SECRET_LENGTH, -(-shortest_anchor // 3)) if _secrets else 0
 
 
 def _held_length(text: str) -> int:
@@ -207,8 +214,11 @@ def redact(text: str) -> str:
     regex alternation, which Python's engine tries at every position: five times slower
     with a handful of secrets. Then one lowercasing and a test per anchor (`_anchors`):
     only a text that holds a piece of a secret goes through the regex (`_loose`). With
-    none registered the loops do not run.
+    none registered the loops do not run; a text too short for any of them (`_short`: most
+    of a stream's chunks) is handed back at once.
     """
+    if len(text) < _short:
+        return text
     for secret in _ordered:
         if secret in text:
             text = text.replace(secret, REDACTED)
@@ -241,7 +251,9 @@ class StreamRedactor:
         """The part of the stream so far that can go out now, redacted."""
         if not _ordered:
             return text
-        text = redact(self._held + text)
+        text = self._held + text
+        if len(text) >= _short:  # `redact`'s first test, without the call
+            text = redact(text)
         held = _held_length(text)
         if held:
             self._held = text[-held:]

@@ -254,7 +254,7 @@ class StreamRedactor:
         text = self._held + text
         if len(text) >= _short:  # `redact`'s first test, without the call
             text = redact(text)
-        held = _held_length(text)
+        held = 0 if text[-3:] in _no_start_ends else _held_length(text)  # its first test, inline
         if held:
             self._held = text[-held:]
             return text[:-held]

@@ -7,8 +7,10 @@ Bearer sk-..." in its error body), in any case, or split by whitespace in one pl
 (a model that echoes a key upper-cased, or wraps it at a line's end). The settings
 loader registers every secret the settings configure (`settings_secrets`); a
 provider registers each key it resolves. The exits call `redact`: CLI output, every
-MCPL frame (`JsonRpcPeer._send`), trace fields when first read (`TraceEvent.fields`,
-before any observer sees them), logs and trace lines (`redact_log`, which also masks
+MCPL frame (`JsonRpcPeer._send`; a streamed chunk's frame is written by its stream's
+redactor from text it has just redacted, and sealed so it is not redacted twice:
+`is_sealed`), trace fields when first read (`TraceEvent.fields`, before any observer
+sees them), logs and trace lines (`redact_log`, which also masks
 header-shaped credentials nobody registered), and `agentcore settings` (`shown_setting`,
 which masks by name too).
 
@@ -27,6 +29,7 @@ import json
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -62,6 +65,23 @@ _secret_characters: frozenset[str] = frozenset()
 no secret."""
 _longest = 0
 """The longest folded form."""
+_short = 0
+"""A text shorter than this holds no registered secret: no form fits in it (each is at least
+`MIN_SECRET_LENGTH` long), nor any anchor in it lowercased (at most three characters for one:
+CPython's bound; Unicode's only expansion is two)."""
+_no_start_ends: set[str] = set()
+"""Ends of chunks (their last three characters) that `_held_length`'s first tests found to
+start no secret: those tests read no further back than three characters, so a chunk ending
+the same way starts none either, answered by one lookup. Emptied when the secrets change."""
+_NO_START_ENDS = 4096
+"""At most this many: a few hundred kilobytes; a stream's text repeats its word endings."""
+
+_sealed: str | None = None
+"""The frame `StreamRedactor.feed_json` made last, redacted already: the redaction
+boundary's seal (`is_sealed`). Only this module sets it; a secret registered clears it."""
+
+_quoted: Any = encode_basestring_ascii
+"""A string as a JSON string, ASCII only: the C escaper `json.dumps` runs for every string."""
 
 _GAP = r"(?:\s|\\[nrt])*"
 """What may split a secret: whitespace, or its JSON escape inside an encoded frame."""
@@ -111,8 +131,11 @@ def restore_secrets(saved: frozenset[str]) -> None:
 
 
 def _rebuild() -> None:
-    """Derive every lookup structure from `_secrets`."""
+    """Derive every lookup structure from `_secrets` (and break the seal: `is_sealed`)."""
     global _ordered, _folded, _anchors, _loose, _starts_by_end, _secret_characters, _longest
+    global _short
+    global _sealed
+    _sealed = None
     _ordered = tuple(sorted(_secrets, key=len, reverse=True))
     _folded = frozenset(f for f in map(_fold, _secrets) if len(f) >= MIN_SECRET_LENGTH)
     by_length = sorted(_folded, key=len, reverse=True)
@@ -131,15 +154,23 @@ def _rebuild() -> None:
         by_end.setdefault(secret[max(0, n - 2) : n], []).append((secret, n))
     _starts_by_end = {end: tuple(found) for end, found in by_end.items()}
     _secret_characters = frozenset("".join(_folded))
+    _no_start_ends.clear()
     _longest = len(by_length[0]) if by_length else 0
+    shortest_anchor = min(map(len, _anchors), default=3 * MIN_SECRET_LENGTH)
+    _short = min(MIN_SECRET_LENGTH, -(-shortest_anchor // 3)) if _secrets else 0
 
 
 def _held_length(text: str) -> int:
     """How many characters at the end of `text` could be the start of a registered secret,
     in any case and with whitespace in it (0 for none). Trailing whitespace is held with
     such a start, since the secret may go on after it, when the start begins a word."""
+    tail = text[-3:]
+    if tail in _no_start_ends:
+        return 0
     last = text[-1:]
     if not last or not (last.isspace() or last.lower() in _secret_characters):
+        if len(_no_start_ends) < _NO_START_ENDS:
+            _no_start_ends.add(tail)
         return 0
     # The lookup below, without the fold, when the last two characters that are not
     # whitespace are ASCII (lowercased one to one, no context): no start ends in them.
@@ -151,6 +182,9 @@ def _held_length(text: str) -> int:
         and end not in _starts_by_end
         and end[1] not in _starts_by_end
     ):
+        # Read from `tail` alone, unless the whitespace at the end is longer than one.
+        if not text[-2:-1].isspace() and len(_no_start_ends) < _NO_START_ENDS:
+            _no_start_ends.add(tail)
         return 0
     folded = _fold(text[-2 * _longest :])[-_longest:]
     n = 0
@@ -180,8 +214,11 @@ def redact(text: str) -> str:
     regex alternation, which Python's engine tries at every position: five times slower
     with a handful of secrets. Then one lowercasing and a test per anchor (`_anchors`):
     only a text that holds a piece of a secret goes through the regex (`_loose`). With
-    none registered the loops do not run.
+    none registered the loops do not run; a text too short for any of them (`_short`: most
+    of a stream's chunks) is handed back at once.
     """
+    if len(text) < _short:
+        return text
     for secret in _ordered:
         if secret in text:
             text = text.replace(secret, REDACTED)
@@ -203,27 +240,62 @@ class StreamRedactor:
     hands the chunk back as it is.
     """
 
-    __slots__ = ("_held",)
+    __slots__ = ("_head", "_head_at", "_head_source", "_held")
 
     def __init__(self) -> None:
         self._held = ""
+        self._head_source = self._head = ""
+        self._head_at: tuple[str, ...] | None = None
 
     def feed(self, text: str) -> str:
         """The part of the stream so far that can go out now, redacted."""
         if not _ordered:
             return text
-        text = redact(self._held + text)
-        held = _held_length(text)
+        text = self._held + text
+        if len(text) >= _short:  # `redact`'s first test, without the call
+            text = redact(text)
+        held = 0 if text[-3:] in _no_start_ends else _held_length(text)  # its first test, inline
         if held:
             self._held = text[-held:]
             return text[:-held]
         self._held = ""
         return text
 
+    def feed_json(self, text: str, head: str, index: int) -> str | None:
+        """`feed`, written as a JSON frame whose only text from outside is the part fed:
+        ``{head}{index},"delta":"<that part>"}}`` (an MCPL chunk, §11), and sealed
+        (`is_sealed`); None when no part of `text` can go now.
+
+        The boundary need not redact a sealed frame again: the part fed is redacted (as
+        decoded text, which `redact` covers more widely than the escaped frame: a secret
+        upper-cased in non-ASCII, or split by a non-ASCII space), `head` is redacted here
+        once per head and per set of secrets, and the index is a number (a secret of eight
+        digits would match an index past ten million, which is no echo of it)."""
+        global _sealed
+        delta = self.feed(text)
+        if not delta:
+            return None
+        if head is not self._head_source or self._head_at is not _ordered:
+            self._head_source, self._head, self._head_at = head, redact(head), _ordered
+        frame = f'{self._head}{index},"delta":{_quoted(delta)}}}}}'
+        _sealed = frame
+        return frame
+
     def flush(self) -> str:
         """The held tail, at the end of the stream: it began a secret that never came."""
         held, self._held = self._held, ""
         return held
+
+
+def is_sealed(text: str) -> bool:
+    """Whether `text` is the very frame `StreamRedactor.feed_json` made last, with no secret
+    registered since: redacted already, so the boundary may send it as it is.
+
+    A seal, not a type: a str subclass made per frame cost some 1,300 instructions, the seal
+    an identity test. A frame sent at once after it is made (`JsonRpcPeer.send_now`) is still
+    the sealed one; any other text, or a frame that waited while another was sealed, is not,
+    and is redacted as every frame is."""
+    return text is _sealed
 
 
 _HEADER_PATTERN = re.compile(
@@ -505,6 +577,7 @@ __all__ = [
     "argv_secrets",
     "credential_parts",
     "excerpt",
+    "is_sealed",
     "is_secret_name",
     "redact",
     "redact_log",

@@ -11,8 +11,10 @@ thousand concurrent streams. The frame is written from a template made once per 
 (the C string escaper for the delta, the same text `frames.dumps` makes of the whole
 message), and it goes to the session's `send_now` (`SessionHandle`): the session's checks
 (still live, the method still granted, §5.4) and the redaction boundary, per frame, with
-no coroutine of its own while the transport takes the frame at once. A server handle
-without `send_now` (a test's stand-in) gets each chunk through its `notify`.
+no coroutine of its own while the transport takes the frame at once. The frame is made by
+the stream's redactor (`StreamRedactor.feed_json`) from text it has just redacted, so the
+boundary sends it without a second pass over the whole frame (`redaction.is_sealed`). A
+server handle without `send_now` (a test's stand-in) gets each chunk through its `notify`.
 """
 
 from __future__ import annotations
@@ -101,11 +103,9 @@ class ChunkStream:
         """`send` with no coroutine of its own while the transport takes the frame at once
         (a stream's hot path): None once done; else the send still to await, the frame's
         turn to wait for the transport. Await it before the next `send_now`."""
-        delta = self._redactor.feed(text)
-        if delta:
-            index = self._index
-            self._index = index + 1
-            frame = f'{self._head}{index},"delta":{_quoted(delta)}}}}}'  # `_frame`, inline
+        frame = self._redactor.feed_json(text, self._head, self._index)
+        if frame is not None:
+            self._index += 1
             if not self._sink.send_now(CHUNK, frame):
                 return self._sink.send(CHUNK, frame)
         return None

@@ -233,10 +233,11 @@ class SessionHandle:
         and redacted as `notify` is, on every frame: the grant may narrow mid-stream."""
         gate, peer = self._gate, self._peer
         # `_check` in full only when the grant's memo does not answer at once: the gate
-        # decides a method once per policy in force (`check_outbound`).
+        # decides a method once per policy in force (`check_outbound`). `closing`'s
+        # attribute, not the property: a call less per chunk.
         if (
             self._retired
-            or peer.closing
+            or peer._closing
             or gate._allowed_at != self._policy.revision
             or method not in gate._allowed
         ):

@@ -44,6 +44,7 @@ from typing import Any
 
 from loguru import logger
 
+from agentcore import redaction
 from agentcore.mcpl.frames import (
     ConnectionClosed,
     EncodedParams,
@@ -353,14 +354,16 @@ class JsonRpcPeer:
         await self._send(dumps(message))
 
     def send_now(self, text: str) -> bool:
-        """Send an encoded notification (redacted here) if the transport takes it at once,
-        with no coroutine; False: nothing sent, `send_encoded` it. `ConnectionClosed`
-        once closing."""
+        """Send an encoded notification (redacted here, unless sealed: `is_sealed`) if the
+        transport takes it at once, with no coroutine; False: nothing sent, `send_encoded`
+        it. `ConnectionClosed` once closing."""
         if self._closing:
             raise ConnectionClosed(f"{self.name}: {self.close_reason}")
         if self._queued_sends:  # `_send_now`'s test, before the redaction
             return False
-        return self._send_now(redact(text))
+        if text is not redaction._sealed:  # `is_sealed`, inline: no call per chunk
+            text = redact(text)
+        return self._send_now(text)
 
     async def send_encoded(self, text: str) -> None:
         """Send an encoded notification (redacted here), waiting for the transport."""

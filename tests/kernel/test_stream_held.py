@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentcore import redaction
@@ -65,3 +65,44 @@ def test_the_quick_answer_is_the_folds(text: str) -> None:
 )
 def test_the_quick_answer_on_chunks_like_a_stream(text: str) -> None:
     assert redaction._held_length(text) == folded_length(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(PIECES, max_size=6).map("".join), max_size=8))
+@example(["xk ", "a sk "])  # "k " starts nothing after "x"; after " s" it ends a start
+def test_a_remembered_end_gets_the_folds_answer(texts: list[str]) -> None:
+    """Ends that started no secret are remembered (`_no_start_ends`): every chunk, after
+    the ones before it were remembered, gets the fold's answer."""
+    for text in texts:
+        assert redaction._held_length(text) == folded_length(text)
+
+
+def test_a_secret_registered_later_is_held_where_a_remembered_end_was_not() -> None:
+    """The remembered ends are forgotten when the secrets change."""
+    assert redaction._held_length("say jq") == 0
+    assert redaction._held_length("say jq") == 0  # remembered
+    register_secret("jqx-registered-later-9")
+    assert redaction._held_length("say jq") == folded_length("say jq") == 2
+
+
+def fed(chunks: list[str]) -> list[str]:
+    redactor = redaction.StreamRedactor()
+    return [redactor.feed(chunk) for chunk in chunks] + [redactor.flush()]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(PIECES, max_size=4).map("".join), max_size=8))
+@example(["sk-loop", "back-not-a-real-key-0000 "])
+@example(["İ", "İ", "zZ9", "_sEcReT", " σας"])
+@example(["Zz9_secret ΣΑΣ", "zz9_SECRET σας"])
+def test_a_text_too_short_for_a_secret_is_handed_back_as_redact_would(
+    chunks: list[str],
+) -> None:
+    """`redact` and `feed` hand back a text shorter than `_short` at once: the same
+    text, and the same chunks, as without that test."""
+    quick = [redaction.redact(chunk) for chunk in chunks], fed(chunks)
+    short, redaction._short = redaction._short, 0
+    try:
+        assert quick == ([redaction.redact(chunk) for chunk in chunks], fed(chunks))
+    finally:
+        redaction._short = short

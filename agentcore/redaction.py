@@ -81,7 +81,8 @@ _sealed: str | None = None
 boundary's seal (`is_sealed`). Only this module sets it; a secret registered clears it."""
 
 _quoted: Any = encode_basestring_ascii
-"""A string as a JSON string, ASCII only: the C escaper `json.dumps` runs for every string."""
+"""A string as a JSON string, ASCII only: the C escaper `json.dumps` runs for every string
+(a lone surrogate escaped, never unencodable)."""
 
 _GAP = r"(?:\s|\\[nrt])*"
 """What may split a secret: whitespace, or its JSON escape inside an encoded frame."""
@@ -271,20 +272,26 @@ class StreamRedactor:
         upper-cased in non-ASCII, or split by a non-ASCII space), `head` is redacted here
         once per head and per set of secrets, and the index is a number (a secret of eight
         digits would match an index past ten million, which is no echo of it)."""
-        global _sealed
         delta = self.feed(text)
-        if not delta:
-            return None
-        if head is not self._head_source or self._head_at is not _ordered:
-            self._head_source, self._head, self._head_at = head, redact(head), _ordered
-        frame = f'{self._head}{index},"delta":{_quoted(delta)}}}}}'
-        _sealed = frame
-        return frame
+        return self._seal(delta, head, index) if delta else None
 
     def flush(self) -> str:
         """The held tail, at the end of the stream: it began a secret that never came."""
         held, self._held = self._held, ""
         return held
+
+    def flush_json(self, head: str, index: int) -> str | None:
+        """`flush`, written and sealed as `feed_json` writes a part fed (None: no tail)."""
+        tail = self.flush()
+        return self._seal(tail, head, index) if tail else None
+
+    def _seal(self, delta: str, head: str, index: int) -> str:
+        """The one place a chunk frame is written: `delta` is redacted text (see `feed_json`)."""
+        global _sealed
+        if head is not self._head_source or self._head_at is not _ordered:
+            self._head_source, self._head, self._head_at = head, redact(head), _ordered
+        frame = _sealed = f'{self._head}{index},"delta":{_quoted(delta)}}}}}'
+        return frame
 
 
 def is_sealed(text: str) -> bool:

@@ -12,8 +12,9 @@ thousand concurrent streams. The frame is written from a template made once per 
 message), and it goes to the session's `send_now` (`SessionHandle`): the session's checks
 (still live, the method still granted, §5.4) and the redaction boundary, per frame, with
 no coroutine of its own while the transport takes the frame at once. The frame is made by
-the stream's redactor (`StreamRedactor.feed_json`) from text it has just redacted, so the
-boundary sends it without a second pass over the whole frame (`redaction.is_sealed`). A
+the stream's redactor (`StreamRedactor.feed_json`, and `flush_json` for the held tail) from
+text it has just redacted, so the boundary sends it without a second pass over the whole
+frame (`redaction.is_sealed`). A
 server handle without `send_now` (a test's stand-in) gets each chunk through its `notify`.
 """
 
@@ -21,16 +22,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Coroutine
-from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
 from agentcore.redaction import StreamRedactor
 
 CHUNK = "inference/chunk"
-
-_quoted: Any = encode_basestring_ascii
-"""A string as a JSON string, ASCII only: the C escaper `frames.dumps` runs for every string
-(a lone surrogate escaped, never unencodable)."""
 
 
 class FrameSink(Protocol):
@@ -87,12 +83,6 @@ class ChunkStream:
         """How many chunks went out (the next one's index)."""
         return self._index
 
-    def _frame(self, delta: str) -> str:
-        """The next chunk's frame: `frames.dumps` of the whole message, from the template."""
-        index = self._index
-        self._index = index + 1
-        return f'{self._head}{index},"delta":{_quoted(delta)}}}}}'
-
     async def send(self, text: str) -> None:
         """Send what of `text` can go now, redacted (none of it: no chunk is sent)."""
         waiting = self.send_now(text)
@@ -112,9 +102,9 @@ class ChunkStream:
 
     async def end(self) -> None:
         """The inference completed: send the tail held back as a secret's possible start."""
-        tail = self._redactor.flush()
-        if tail:
-            frame = self._frame(tail)
+        frame = self._redactor.flush_json(self._head, self._index)
+        if frame is not None:
+            self._index += 1
             if not self._sink.send_now(CHUNK, frame):
                 await self._sink.send(CHUNK, frame)
 

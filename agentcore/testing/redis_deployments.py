@@ -153,9 +153,11 @@ class SentinelDeployment(_Deployment):
         _until(lambda: replica.info("replication")["master_link_status"] == "up", "replication")
         replica.close()
         for watcher in self.watchers:
+            # Failovers here are forced (`failover`); 5 s before a sentinel calls the primary
+            # down keeps a stall of a loaded test machine from starting one unasked.
             watcher.config = (
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
-                f"sentinel down-after-milliseconds {SERVICE} 2000\n"
+                f"sentinel down-after-milliseconds {SERVICE} 5000\n"
                 f"sentinel failover-timeout {SERVICE} 10000\n"
             )
             if self.password is not None:

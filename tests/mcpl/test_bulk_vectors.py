@@ -72,6 +72,10 @@ class Fixture:
             for _ in range(s["chunks"]):
                 await response.write(b"x" * s["chunkBytes"])
                 await asyncio.sleep(s["intervalMs"] / 1000)
+            # Held open past the vector's last chunk: on a loaded machine the fetcher may read
+            # its first 64 bytes only after the 0.5 s stream was all written, and must still be
+            # seen to cut it. A fetcher that waits for the end instead never gets it, and fails.
+            await asyncio.sleep(10)
         except (ConnectionResetError, asyncio.CancelledError):
             self.cut.add(case_id)  # the fetcher closed the connection before the end
             raise

@@ -200,9 +200,7 @@ async def test_concurrent_takes_never_reserve_past_the_limit_as_reservations_lap
     exactly 8 of them get in (0.15 + 0.8 fits, 0.15 + 0.9 does not)."""
     stores = fleet.stores
     short = [claim(1.02, TENTH, 1000)]  # outlives the 40 admissions on a slow machine
-    first = await asyncio.gather(
-        *(granted(stores[n % 3], short, f"first-{n}") for n in range(40))
-    )
+    first = await asyncio.gather(*(granted(stores[n % 3], short, f"first-{n}") for n in range(40)))
     assert first.count(True) == 10
     assert await fleet.books() == (0.0, 10 * TENTH)
     ended = [f"first-{n}" for n, ok in enumerate(first) if ok][:3]

@@ -170,25 +170,29 @@ async def test_spend_does_not_report_a_lapsed_reservation(fleet: Fleet) -> None:
     assert await fleet.books() == (0.0, 3 * TENTH)
 
 
-async def test_a_step_drops_only_a_few_lapsed_reservations(fleet: Fleet) -> None:
-    """Many lapsed at once (a replica with many calls in flight died): each check drops
-    at most `LAPSES_PER_STEP` of them, so no admission does work for every call in
-    flight; the next ones drop the rest."""
+async def test_a_refused_check_drops_only_a_few_lapsed_reservations(fleet: Fleet) -> None:
+    """Many lapsed at once (a replica with many calls in flight died). A call that fits
+    drops none (a lapsed reservation only makes the budget stricter: the common path does
+    no more than it did unleased); one that does not fit drops at most `LAPSES_PER_STEP`
+    first, so no admission does work for every call in flight; `spent` drops the rest."""
     store = fleet.stores[0]
     many = 3 * LAPSES_PER_STEP
+    limit = many * TENTH / NANO + 0.15  # room for one more tenth, not two
     for n in range(many):
-        assert await granted(store, [claim(100.0, TENTH, 200)], f"dead-{n}")
+        assert await granted(store, [claim(limit, TENTH, 200)], f"dead-{n}")
     taken = await fleet.now_ms()
 
     async def ended() -> bool:  # no check runs meanwhile
         return await fleet.now_ms() > taken + 200
 
     await until(fleet, ended)
-    live = [claim(100.0, 0, 600_000)]  # reserves nothing: shows what each check drops
-    assert await granted(store, live, "probe")
-    assert await fleet.books() == (0.0, (many - LAPSES_PER_STEP) * TENTH)
-    assert await granted(store, live, "next")
-    assert await fleet.books() == (0.0, (many - 2 * LAPSES_PER_STEP) * TENTH)
+    live = [claim(limit, TENTH, 600_000)]
+    assert await granted(store, live, "fits")
+    assert await fleet.books() == (0.0, (many + 1) * TENTH)  # it fit: nothing dropped
+    assert await granted(store, live, "did-not-fit")  # dropped 8 first, then fit
+    assert await fleet.books() == (0.0, (many + 2 - LAPSES_PER_STEP) * TENTH)
+    assert await spent(store, KEY, END_MS) == (0.0, pytest.approx(0.2))
+    assert await fleet.books() == (0.0, 2 * TENTH)
 
 
 async def test_concurrent_takes_never_reserve_past_the_limit_as_reservations_lapse(

@@ -14,12 +14,13 @@ Beside them, each reservation with its lease end (on Redis a sorted set of its o
 A claim passes only if spent + reserved + its worst case fits the limit; it is refused
 at once otherwise (no wait: a budget frees up only when its window ends, or a lapsed
 reservation goes). The kernel renews a reservation's lease while its attempt runs (every
-third of `lease_s`, only for calls that outlive that); a replica that dies stops
-renewing, and its reservations lapse: each check (and each renewal) first drops at most
-`LAPSES_PER_STEP` lapsed ones, taking back exactly what each reserved, so no step scans
-every call in flight. Given back, a claim settles: its reservation goes, its real cost
-(the settlement, 0 when the attempt failed or its model is unpriced under ``on_unpriced
-= "allow"``) is added to ``spent``. Given back after its lease lapsed, the reservation is
+third of `lease_s`, only for calls that outlive a sixth of it); a replica that dies stops
+renewing, and its reservations lapse: a check that would refuse (and each renewal) first
+drops at most `LAPSES_PER_STEP` lapsed ones, taking back exactly what each reserved, so
+no step scans every call in flight, and a call that fits does no more than unleased.
+Given back, a claim settles: its reservation goes, its real cost (the settlement, 0
+when the attempt failed or its model is unpriced under ``on_unpriced = "allow"``) is
+added to ``spent``. Given back after its lease lapsed, the reservation is
 gone already (nothing is taken back twice) but the real cost is still added, once: the
 money was spent. Given back twice, or never granted, it changes nothing. The same steps
 twice, in Python (memory store) and Lua (Redis)."""
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import MutableMapping
+from typing import Any
 
 from agentcore.api import Claim, ClaimCall, FleetStore, Scalar
 from agentcore_budget import DEFAULT_LEASE_S
@@ -46,7 +49,7 @@ KEEP_AFTER_WINDOW_MS = 86_400_000
 """How long Redis keeps a window's keys after the window ended (`agentcore spend` of a
 window just ended still reads it)."""
 LAPSES_PER_STEP = 8
-"""Lapsed reservations dropped at most per check or renewal: bounded work per call."""
+"""Lapsed reservations dropped at most per refused check or renewal: bounded work."""
 LAPSES_PER_REPORT = 1000
 """Lapsed reservations dropped at most as `spent` reads a window (`agentcore spend`)."""
 REPORTER = "agentcore-spend"
@@ -58,9 +61,9 @@ _LUA = """(function()
   -- args: max USD, amount (nano-USD), window end (ms), lease (ms)[, lapses to drop].
   local function lapse(c, n)
     local gone = redis.call('ZRANGEBYSCORE', c.keys[2], '-inf', c.now, 'LIMIT', 0, n)
-    if #gone == 0 then return end
+    if #gone == 0 then return false end
     for _, member in ipairs(gone) do
-      local amount, holder = string.match(member, '^(%d+) (.*)$')
+      local amount, holder = string.match(member, '^(%S+) (.*)$')
       if amount ~= '0' then
         redis.call('HINCRBY', c.keys[1], 'reserved_nano', '-' .. amount)
       end
@@ -68,16 +71,21 @@ _LUA = """(function()
     end
     redis.call('ZREM', c.keys[2], unpack(gone))
     redis.call('PEXPIREAT', c.keys[3], c.args[3] + @KEEP@)
+    return true
   end
   local function member(c) return c.args[2] .. ' ' .. c.holder end
   return {
     check = function(c)
-      lapse(c, @LAPSES@)
       local v = redis.call('HMGET', c.keys[1], 'spent', 'reserved_nano')
       local used = tonumber(v[1] or '0') + tonumber(v[2] or '0') / @NANO@
-      if used + tonumber(c.args[2]) / @NANO@ > tonumber(c.args[1]) then
-        return {-1, 'budget', tostring(used)}
+      local need, limit = tonumber(c.args[2]) / @NANO@, tonumber(c.args[1])
+      -- Only a call that does not fit looks for lapsed reservations (a lapsed one only
+      -- makes the budget stricter): the common path does no more than it did unleased.
+      if used + need > limit and lapse(c, @LAPSES@) then
+        v = redis.call('HMGET', c.keys[1], 'spent', 'reserved_nano')
+        used = tonumber(v[1] or '0') + tonumber(v[2] or '0') / @NANO@
       end
+      if used + need > limit then return {-1, 'budget', tostring(used)} end
       -- Expiries are set only when a take makes a key: the books at the window's first
       -- take, the reservations when nothing is reserved (the set is empty, or holds calls
       -- that reserved 0: setting the same expiry again does no harm).
@@ -137,10 +145,11 @@ class BudgetKind:
         self.lease_s = lease_s
 
     def check(self, call: ClaimCall) -> tuple[float | None, str, str | None] | None:
-        state = call.state
-        _lapse(call, LAPSES_PER_STEP)
-        used = float(state.get("spent", 0.0)) + int(state.get("reserved_nano", 0)) / NANO
-        if used + int(call.claim.args[1]) / NANO > float(call.claim.args[0]):
+        need, limit = int(call.claim.args[1]) / NANO, float(call.claim.args[0])
+        used = _used(call.state)
+        if used + need > limit and _lapse(call, LAPSES_PER_STEP):  # as in Lua: see `lua`
+            used = _used(call.state)
+        if used + need > limit:
             return None, BUDGET, repr(used)
         return None
 
@@ -149,7 +158,7 @@ class BudgetKind:
         end = call.now_ms + int(call.claim.args[3])
         call.state["reserved_nano"] = int(call.state.get("reserved_nano", 0)) + amount
         call.state.setdefault("held", {})[call.holder] = [amount, end]
-        heapq.heappush(call.state.setdefault("ends", []), (end, call.holder))
+        _push(call.state, end, call.holder)
         return 0
 
     def release(self, call: ClaimCall) -> bool:
@@ -171,16 +180,34 @@ class BudgetKind:
         reserved = call.state.get("held", {}).get(call.holder)
         if reserved is not None:  # as ZADD XX: a lapsed lease stays lapsed
             reserved[1] = call.now_ms + int(args[3])
-            heapq.heappush(call.state.setdefault("ends", []), (reserved[1], call.holder))
+            _push(call.state, reserved[1], call.holder)
 
 
-def _lapse(call: ClaimCall, n: int) -> None:
-    """Drop at most `n` reservations whose lease ended (as Lua's ``lapse``), oldest first.
-    ``ends`` is a heap of (lease end, holder) with an entry per take and renewal; an entry
-    no longer the holder's lease end (renewed since, or given back) is dropped as it comes
-    up, and counts in `n`, so the work stays bounded."""
+def _used(state: MutableMapping[str, Any]) -> float:
+    return float(state.get("spent", 0.0)) + int(state.get("reserved_nano", 0)) / NANO
+
+
+def _push(state: MutableMapping[str, Any], end: int, holder: str) -> None:
+    """Note `holder`'s lease end in ``ends``, a heap of (lease end, holder) with an entry
+    per take and renewal (the memory store's sorted set). An entry that is no longer its
+    holder's lease end (renewed since, or given back) stays until it comes up; once they
+    outnumber the reservations, the heap is made again from ``held`` (amortised: O(1) a
+    step)."""
+    ends: list[tuple[int, str]] = state.setdefault("ends", [])
+    heapq.heappush(ends, (end, holder))
+    held: dict[str, list[int]] = state["held"]
+    if len(ends) > 2 * len(held) + 64:
+        ends[:] = [(reserved[1], h) for h, reserved in held.items()]
+        heapq.heapify(ends)
+
+
+def _lapse(call: ClaimCall, n: int) -> bool:
+    """Drop at most `n` reservations whose lease ended (as Lua's ``lapse``), oldest first;
+    True when there were any. An entry of ``ends`` no longer its holder's lease end is
+    dropped as it comes up, and counts in `n`, so the work stays bounded."""
     ends: list[tuple[int, str]] | None = call.state.get("ends")
     held: dict[str, list[int]] = call.state.get("held", {})
+    dropped = False
     while ends and n > 0 and ends[0][0] <= call.now_ms:
         n -= 1
         end, holder = heapq.heappop(ends)
@@ -190,6 +217,8 @@ def _lapse(call: ClaimCall, n: int) -> None:
         del held[holder]
         call.state["reserved_nano"] = int(call.state.get("reserved_nano", 0)) - reserved[0]
         call.state.setdefault("lapsed", set()).add(holder)
+        dropped = True
+    return dropped
 
 
 def nano_usd(usd: float) -> int:

@@ -282,9 +282,10 @@ class Admission:
 
     async def _renew(self) -> None:
         """Renew the leases of what this replica holds, so only a dead replica's lapse: a
-        round every sixth of the shortest lease renews the grants due (`_Grant.due`), so
-        each lease is renewed at most a third of it after the last time, and a short call
-        (most) never is: its grant and release stay the store's only operations."""
+        round every sixth of the shortest lease held renews the grants due (`_Grant.due`),
+        so a grant of the shortest lease is renewed every third of it (a longer one before
+        half of its own is gone), and a short call (most) never is: its grant and release
+        stay the store's only operations."""
         while True:
             leases = [g.lease_s for g in self._grants.values() if g.renewed]
             await asyncio.sleep(min(leases, default=30.0) / 6)

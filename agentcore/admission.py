@@ -66,6 +66,11 @@ class _Grant:
     claims: tuple[Claim, ...]
     renewed: tuple[Claim, ...]
     """The claims with a lease to renew while held."""
+    lease_s: float = 0.0
+    """The shortest lease of `renewed`."""
+    due: float = 0.0
+    """When (monotonic) its leases are next renewed: a sixth of `lease_s` after the grant
+    (a call shorter than that is never renewed), then a quarter after each renewal."""
 
 
 def _seconds(value: float) -> str:
@@ -124,7 +129,9 @@ class Admission:
         self._kinds[kind.name] = (plugin, kind)
         self._registered = None
 
-    def _store(self) -> FleetStore:
+    def store(self) -> FleetStore:
+        """The ``[fleet]`` store, told of every plugin claim kind (what a plugin's
+        `PluginContext.fleet` is: a kind's `renew` or books work outside an admission)."""
         store = self._fleet()
         if self._registered is not store:
             store.register_kinds([kind for _, kind in self._kinds.values()])
@@ -156,7 +163,7 @@ class Admission:
         claims = await self.claims(attempt)
         if not claims:
             return
-        store = self._store()
+        store = self.store()
         holder = self.holder(attempt)
         started = time.monotonic()
         outage_traced = False
@@ -255,7 +262,10 @@ class Admission:
             or (claim.kind == HOLD and result == 1)
             or (claim.kind in self._kinds and self._kinds[claim.kind][1].lease_s is not None)
         )
-        self._grants[holder] = _Grant(attempt, holder, tuple(claims), renewed)
+        grant = self._grants[holder] = _Grant(attempt, holder, tuple(claims), renewed)
+        if renewed:
+            grant.lease_s = min(self._lease_s(claim) for claim in renewed)
+            grant.due = time.monotonic() + grant.lease_s / 6
         for claim, result in zip(claims, results, strict=True):
             if claim.admitted is not None:
                 _call(claim, "admitted", claim.admitted, result)
@@ -271,18 +281,24 @@ class Admission:
         return 30.0 if lease is None else lease
 
     async def _renew(self) -> None:
-        """Renew the leases of what this replica holds every third of the shortest lease,
-        so only a dead replica's lapse."""
+        """Renew the leases of what this replica holds, so only a dead replica's lapse: a
+        round every sixth of the shortest lease held renews the grants due (`_Grant.due`),
+        so a grant of the shortest lease is renewed every third of it (a longer one before
+        half of its own is gone), and a short call (most) never is: its grant and release
+        stay the store's only operations."""
         while True:
-            leases = [self._lease_s(c) for g in self._grants.values() for c in g.renewed]
-            await asyncio.sleep(min(leases, default=30.0) / 3)
-            grants = [g for g in self._grants.values() if g.renewed]
+            leases = [g.lease_s for g in self._grants.values() if g.renewed]
+            await asyncio.sleep(min(leases, default=30.0) / 6)
+            now = time.monotonic()
+            grants = [g for g in self._grants.values() if g.renewed and g.due <= now]
+            for grant in grants:
+                grant.due = now + grant.lease_s / 4
             # Started together: on Redis one pipeline for the round, not a round trip each.
             await asyncio.gather(*(self._renew_one(grant) for grant in grants))
 
     async def _renew_one(self, grant: _Grant) -> None:
         try:
-            await self._store().renew(grant.renewed, grant.holder)
+            await self.store().renew(grant.renewed, grant.holder)
         except FleetUnavailable as exc:
             logger.warning("admission could not renew {}'s leases: {}", grant.holder, exc)
         except Exception:  # a plugin kind's renew failing must not stop the renewals
@@ -305,7 +321,7 @@ class Admission:
             settles.append(settle)
             if claim.released is not None:
                 _call(claim, "released", claim.released)
-        self._release_soon(self._store(), grant.claims, grant.holder, settles)
+        self._release_soon(self.store(), grant.claims, grant.holder, settles)
 
     def _release_soon(
         self,

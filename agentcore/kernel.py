@@ -228,7 +228,7 @@ class Kernel:
             model_info=self.model_info,
             media_types=self.media_types,
             mcpl_servers=lambda: self.mcpl_servers(),  # set once an McplHost runs
-            fleet=lambda: self.fleet,
+            fleet=self.admission.store,  # with the plugins' claim kinds
             bulk=self.settings.mcpl.bulk.model_copy(),
             add_claim_kind=functools.partial(self.admission.add_kind, record.name),
             pricer=self.pricer,

@@ -64,7 +64,6 @@ from pathlib import Path
 from typing import TypeAlias
 
 from agentcore_budget import BUDGET, Budget, BudgetKind
-from agentcore_budget.kind import HELD
 from agentcore_provider_hold import ProviderHold
 from agentcore_rate_limit import RateLimit
 
@@ -221,8 +220,8 @@ def floor_claims(prefix: str, n: int, budget: bool) -> tuple[list[str], list[obj
         end_ms = int(time.time() // 86_400 + 1) * 86_400_000
         for scope in ("server:bench", "provider:fake"):
             key = f"{scope}:day:floor"
-            claim = Claim(BUDGET, key, (1e12, 240_000, end_ms))
-            families = (f"{{{prefix}}}:{BUDGET}:{key}", f"{{{prefix}}}:{HELD}:{key}")
+            claim = Claim(BUDGET, key, (1e12, 240_000, end_ms, 60_000))
+            families = tuple(f"{{{prefix}}}:{family}:{key}" for family in BudgetKind.redis_keys)
             sent.append((claim, families, claim.args))
     return admit_script.encode(sent, f"{prefix}:wake:", "admit", f"floor:{n}")
 

@@ -182,17 +182,17 @@ async def test_a_reservation_goes_back_once_and_only_from_its_holder(
 ) -> None:
     """The kind's own steps on each store: two holders reserve; a holder never granted
     and a second give-back take nothing back; each give-back settles its real cost. On
-    Redis both keys of a window expire a day after it, the holders' set again when a take
-    makes it anew."""
+    Redis the books and the reservations of a window expire a day after it, the
+    reservations again when a take makes them anew."""
     end_ms = 1_796_601_600_000  # 2026-12-07T00:00:00Z
-    claim = Claim(BUDGET, "server:s1:day:2026-12-06", (0.6, 250_000_000, end_ms))
+    claim = Claim(BUDGET, "server:s1:day:2026-12-06", (0.6, 250_000_000, end_ms, 60_000))
     async with load("[budget.servers.s1]\nmax_usd = 1.0") as kernel:
         store = kernel.fleet
         store.register_kinds([BudgetKind()])
         expiries = _expiries(kernel, redis_server, claim.key)
         assert await store.admit([claim], "a") == [0]
         assert await store.admit([claim], "b") == [0]
-        assert await spent(store, claim.key) == (0.0, 0.5)
+        assert await spent(store, claim.key, end_ms) == (0.0, 0.5)
         assert await expiries() in ([], [end_ms + KEEP_AFTER_WINDOW_MS] * 2)
         refusal = await store.admit([claim], "c")
         assert isinstance(refusal, ClaimRefusal) and refusal.detail == BUDGET
@@ -200,9 +200,9 @@ async def test_a_reservation_goes_back_once_and_only_from_its_holder(
         await store.release([claim], "c", [(0.1,)])  # refused: holds nothing
         await store.release([claim], "a", [(0.1,)])
         await store.release([claim], "a", [(0.1,)])  # given back twice: once
-        assert await spent(store, claim.key) == (pytest.approx(0.1), 0.25)
+        assert await spent(store, claim.key, end_ms) == (pytest.approx(0.1), 0.25)
         await store.release([claim], "b", [(0.05,)])
-        assert await spent(store, claim.key) == (pytest.approx(0.15), 0.0)
+        assert await spent(store, claim.key, end_ms) == (pytest.approx(0.15), 0.0)
         assert await store.admit([claim], "d") == [0]  # no holder left: the set is new
         assert await expiries() in ([], [end_ms + KEEP_AFTER_WINDOW_MS] * 2)
 
@@ -229,7 +229,8 @@ def _expiries(kernel: Kernel, redis_server: RedisServer, key: str) -> Callable[[
             return []
         client = aioredis.Redis.from_url(redis_server.url)
         try:
-            names = [f"{{{fleet.key_prefix}}}:{f}:{key}" for f in BudgetKind.redis_keys]
+            families = BudgetKind.redis_keys[:2]  # the books and the reservations
+            names = [f"{{{fleet.key_prefix}}}:{f}:{key}" for f in families]
             return [await client.pexpiretime(name) for name in names]
         finally:
             await client.aclose()

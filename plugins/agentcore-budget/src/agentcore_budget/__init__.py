@@ -16,6 +16,9 @@ provider in each hour, day or month (UTC), fleet-wide through the ``[fleet]`` st
 - A model with no known price under a budget: ``on_unpriced = "refuse"`` (the default)
   refuses it the same way (``data.unpriced`` names the model); ``"allow"`` lets it
   through unreserved, and it costs the budget nothing.
+- Each reservation is leased (``reservation_lease_s``) and renewed while its attempt
+  runs: a replica that dies mid-call stops renewing, and its reservations lapse for the
+  rest of the fleet to use.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ PER_MESSAGE_TOKENS = 16
 PER_BLOCK_TOKENS = 8
 """Added per content block and per tool to the input bound: its framing."""
 
+DEFAULT_LEASE_S = 60.0
+"""``reservation_lease_s``'s default (`BudgetKind`'s too)."""
+
 Window = Literal["hour", "day", "month"]
 
 
@@ -81,6 +87,9 @@ class BudgetSettings(Section):
     """An MCPL server's ``inference/request`` spend, by server name."""
     providers: dict[ProviderName, Limit] = Field(default_factory=dict)
     """Everything a provider serves (the host's own turns too), by provider name."""
+    reservation_lease_s: float = Field(default=DEFAULT_LEASE_S, gt=0)
+    """How long a call's reservation lasts unrenewed: renewed every third of it while the
+    call runs, so a dead replica's reservations lapse this long after its last renewal."""
 
 
 class Budget:
@@ -117,7 +126,7 @@ class Budget:
         if self._budgets:
             from agentcore_budget.kind import BudgetKind
 
-            context.add_claim_kind(BudgetKind())
+            context.add_claim_kind(BudgetKind(self.settings.reservation_lease_s))
 
     def scopes(self, attempt: Attempt) -> list[Scope]:
         """The budgets `attempt` falls under: its server's, its provider's."""

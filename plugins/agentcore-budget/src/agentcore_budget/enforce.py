@@ -30,7 +30,7 @@ from agentcore_budget import (
     Limit,
     Window,
 )
-from agentcore_budget.kind import BUDGET, NANO, nano_usd, spent
+from agentcore_budget.kind import BUDGET, NANO, lease_ms, nano_usd, spent
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -197,12 +197,12 @@ class Enforcer:
                 worst = 0.0
             else:
                 raise self._unpriced(attempt, scoped[0][0], window.end)
-        reserved = nano_usd(worst)
+        reserved, lease = nano_usd(worst), lease_ms(self.settings.reservation_lease_s)
         return [
             Claim(
                 BUDGET,
                 key,
-                (scope.limit.max_usd, reserved, window.end_ms),
+                (scope.limit.max_usd, reserved, window.end_ms, lease),
                 max_wait_s=0.0,
                 max_wait_setting="[budget]",
                 refused=functools.partial(self._refused, attempt, scope, window.end),
@@ -306,7 +306,8 @@ class Enforcer:
         scopes = [Scope(f"server:{n}", limit) for n, limit in self.settings.servers.items()]
         scopes += [Scope(f"provider:{n}", limit) for n, limit in self.settings.providers.items()]
         for scope in scopes:
-            used, reserved = await spent(store, scope.key(window, window_id))
+            key = scope.key(window, window_id)
+            used, reserved = await spent(store, key, int(end.timestamp() * 1000))
             limit = scope.limit.max_usd
             out["budgets"].append(
                 {"scope": scope.name, "spentUsd": used, "reservedUsd": reserved, "maxUsd": limit}

@@ -146,6 +146,13 @@ def _content_text(content: Any, i: int) -> str:
     raise McplError(INVALID_PARAMS, f"params.messages[{i}].content must be a string or text blocks")
 
 
+def _ending_error(event: Failed | Aborted) -> InferenceError:
+    """The error of a stream that ended without a response: a timeout's is said as one."""
+    if isinstance(event, Failed) or event.error.code == SHUTTING_DOWN:
+        return event.error
+    return InferenceError("timeout", aborted_message(event), retryable=False)
+
+
 def _checked_text(text: str, i: int) -> str:
     if not text.isascii() and _LONE_SURROGATE.search(text):
         raise McplError(
@@ -259,14 +266,59 @@ class McplRouter:
 
     @hookimpl(trylast=True)
     async def on_mcpl_request(self, request: McplRequest) -> Any:
-        if request.method == "inference/request":
-            # The request read, then answered: no frame of the reading held while it streams.
-            inference, trace, stream = await self._inference_of(request)
-            response = await self._answered(request, inference, stream=stream, trace=trace)
-            return await self._result(response, trace)
+        """The answer to an `inference/request` (or `model/info`): the inference's result,
+        or -32603 with its cause for every other ending, each such ending traced
+        ``mcpl:inference_fail``. A stream holds this frame for its whole life, so the
+        answering is written here, not in frames of its own (~0.3 KB each): the reading is
+        `_inference_of`'s, done before the stream starts."""
         if request.method == "model/info":
             return self.model_info()
-        return None
+        if request.method != "inference/request":
+            return None
+        inference, trace, stream = await self._inference_of(request)
+        model = inference.model
+        try:
+            # Inside the try: a cancellation that comes while this trace goes out is traced.
+            feature_set = inference.metadata["featureSet"]
+            await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
+            if stream:
+                # Numbered from 0, and redacted across chunks: a key the provider echoes in
+                # two chunks is masked too (the frame's own redaction sees one at a time).
+                chunks, response = request.chunk_stream(), None
+                async with aclosing(self._started.stream(inference)) as events:
+                    async for event in events:
+                        if type(event) is Token:
+                            if event.visible and event.text:
+                                waiting = chunks.send_now(event.text)  # no coroutine per chunk
+                                if waiting is not None:
+                                    await waiting
+                        elif isinstance(event, Complete):
+                            await chunks.end()
+                            response = event.response
+                            break
+                        elif isinstance(event, Failed | Aborted):
+                            raise _ending_error(event)
+                if response is None:  # the kernel always ends with one
+                    raise InferenceError("network", NO_RESULT_MESSAGE)
+            else:
+                response = await self._started.complete(inference)
+            problem = completion_problem(response)
+            if problem is not None:
+                raise InferenceError("unknown", problem, retryable=False)
+        except InferenceError as error:
+            raise await self._failure(error, model, trace) from None
+        except asyncio.CancelledError:
+            # Not answered: the connection answers a shutdown, and a request the server
+            # cancelled gets no answer at all (MCP's base protocol).
+            await self._emit("mcpl:inference_fail", model=model, error=self._why(request), **trace)
+            raise
+        except Exception as exc:
+            # Not an ending of the inference (say, the connection closed under a chunk),
+            # but the request failed all the same: traced, then answered at the boundary.
+            why = str(exc) or type(exc).__name__
+            await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
+            raise
+        return await self._result(response, trace)
 
     def model_info(self) -> dict[str, Any]:
         default = self._routing.default
@@ -358,44 +410,16 @@ class McplRouter:
             default_max_tokens=self._routing.default_max_tokens,
         )
 
-    async def _answered(
-        self, request: McplRequest, inference: Request, *, stream: bool, trace: dict[str, Any]
-    ) -> Response:
-        """The inference's response, or -32603 with its cause for every other ending; each
-        ending other than a response is traced ``mcpl:inference_fail``."""
-        model = inference.model
-        feature_set = inference.metadata["featureSet"]
-        try:
-            # Inside the try: a cancellation that comes while this trace goes out is traced.
-            await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
-            if stream:
-                response = await self._streamed(request, inference)
-            else:
-                response = await self._started.complete(inference)
-            problem = completion_problem(response)
-            if problem is not None:
-                raise InferenceError("unknown", problem, retryable=False)
-        except InferenceError as error:
-            if error.code == SHUTTING_DOWN:
-                # Woken from a hold or a backoff by the kernel stopping, this request
-                # may answer before the connection does: with the connection's words.
-                await self._emit("mcpl:inference_fail", model=model, error=error.message, **trace)
-                raise McplError(INTERNAL_ERROR, SHUTDOWN_MESSAGE) from None
-            message = failure_message(error)
-            await self._emit("mcpl:inference_fail", model=model, error=message, **trace)
-            raise McplError(INTERNAL_ERROR, message, error.data) from None
-        except asyncio.CancelledError:
-            # Not answered: the connection answers a shutdown, and a request the server
-            # cancelled gets no answer at all (MCP's base protocol).
-            await self._emit("mcpl:inference_fail", model=model, error=self._why(request), **trace)
-            raise
-        except Exception as exc:
-            # Not an ending of the inference (say, the connection closed under a chunk),
-            # but the request failed all the same: traced, then answered at the boundary.
-            why = str(exc) or type(exc).__name__
-            await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
-            raise
-        return response
+    async def _failure(self, error: InferenceError, model: str, trace: dict[str, Any]) -> McplError:
+        """The -32603 answering an inference that ended in `error`, traced first."""
+        if error.code == SHUTTING_DOWN:
+            # Woken from a hold or a backoff by the kernel stopping, this request
+            # may answer before the connection does: with the connection's words.
+            await self._emit("mcpl:inference_fail", model=model, error=error.message, **trace)
+            return McplError(INTERNAL_ERROR, SHUTDOWN_MESSAGE)
+        message = failure_message(error)
+        await self._emit("mcpl:inference_fail", model=model, error=message, **trace)
+        return McplError(INTERNAL_ERROR, message, error.data)
 
     def _why(self, cancelled: McplRequest) -> str:
         """Why a request's inference was cancelled, for its trace."""
@@ -408,29 +432,6 @@ class McplRouter:
         if self._context is not None and self._context.stopping.is_set():
             return "The host is shutting down"
         return "The inference was cancelled"
-
-    async def _streamed(self, request: McplRequest, inference: Request) -> Response:
-        """Forward visible text as chunks, in order, then hand back the response (or raise)."""
-        # Numbered from 0, and redacted across chunks: a key the provider echoes in two
-        # chunks is masked too (the frame's own redaction sees one chunk at a time).
-        chunks = request.chunk_stream()
-        async with aclosing(self._started.stream(inference)) as events:
-            async for event in events:
-                if type(event) is Token:
-                    if event.visible and event.text:
-                        waiting = chunks.send_now(event.text)  # no coroutine per chunk
-                        if waiting is not None:
-                            await waiting
-                elif isinstance(event, Complete):
-                    await chunks.end()
-                    return event.response
-                elif isinstance(event, Failed):
-                    raise event.error
-                elif isinstance(event, Aborted):
-                    if event.error.code == SHUTTING_DOWN:
-                        raise event.error
-                    raise InferenceError("timeout", aborted_message(event), retryable=False)
-        raise InferenceError("network", NO_RESULT_MESSAGE)  # the kernel always ends with one
 
     async def _emit(self, type: str, **fields: Any) -> None:
         if self._context is not None:

@@ -11,6 +11,7 @@ import math
 from time import monotonic
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from agentcore.inference import InferenceError, StreamEvent
@@ -59,41 +60,66 @@ class StreamedResponse(aiohttp.ClientResponse):
 
 
 class Silence:
-    """``read_timeout_s`` on a streamed body: the time the driver has waited for bytes.
+    """``read_timeout_s`` on a streamed call: the time the driver has waited for bytes,
+    from the request's sending (its head) to the body's end.
 
     aiohttp's own read timeout cancels and makes a timer on every read from the socket;
     at a thousand streams that was a tenth of the host's CPU, and the cancelled timers
-    stayed in the loop's heap for the collector to walk. This is one timer per call,
+    stayed in the loop's heap (for the collector to walk, and until their time: two for
+    each head, ~0.35 KB a stream). This is one timer per call, made at the send and
     re-armed only when it fires: the driver pays a clock read per read. `since` is when
-    the current wait began (``inf``: not waiting, the consumer has the stream); when
-    the wait reaches the timeout, the body fails with a timeout, as aiohttp's would.
+    the current wait began (``inf``: not waiting, the consumer has the stream).
+
+    The head: the wait begins when the request has its connection (`connected`, told by
+    the connector: connecting is ``connect_timeout_s``'s), and a head not whole by the
+    timeout fails the connection as aiohttp's read timeout would (its error, its words).
+    A body read whole (an error reply, a JSON reply) is aiohttp's to time again (`whole`);
+    a streamed one is this one's (`reading`): past the timeout, it fails with a timeout.
     """
 
-    __slots__ = ("_content", "_handle", "_loop", "_timeout", "since")
+    __slots__ = ("_content", "_handle", "_loop", "_protocol", "_timeout", "since")
 
-    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
-        self._content = response.content
+    def __init__(self, timeout: float) -> None:
+        self._content: aiohttp.StreamReader | None = None
+        self._protocol: ResponseHandler | None = None
         self._timeout = timeout
         self._loop = asyncio.get_running_loop()
         self.since = math.inf
-        # The head was read under aiohttp's timeout; the body is this one's. With no
-        # timeout set, `start_timeout` drops the timer aiohttp has pending.
+        self._handle = self._loop.call_later(timeout, self._check)  # > 0: settings refuse 0
+
+    def connected(self, protocol: ResponseHandler) -> None:
+        """The request goes on `protocol` (`Sending.connected`): its head's wait begins."""
+        self._protocol = protocol
+        self.since = monotonic()
+
+    def reading(self, response: aiohttp.ClientResponse) -> None:
+        """The head is read and the body streams: the driver's reads are timed from here."""
+        self._content = response.content
+        self.since = math.inf
+
+    def whole(self, response: aiohttp.ClientResponse) -> None:
+        """The head is read and the body is read whole: aiohttp's read timeout again."""
+        self.cancel()
         connection = response.connection
         if connection is not None and connection.protocol is not None:
-            connection.protocol.read_timeout = None
+            connection.protocol.read_timeout = self._timeout
             connection.protocol.start_timeout()
-        self._handle = self._loop.call_later(timeout, self._check)  # > 0: settings refuse 0
 
     def _check(self) -> None:
         waited = monotonic() - self.since
         if waited < self._timeout:
             self._handle = self._loop.call_later(self._timeout - max(waited, 0.0), self._check)
             return
-        self._content.set_exception(
-            aiohttp.SocketTimeoutError(
-                f"no bytes from the provider for {self._timeout:g} s: read_timeout_s"
+        if self._content is not None:
+            self._content.set_exception(
+                aiohttp.SocketTimeoutError(
+                    f"no bytes from the provider for {self._timeout:g} s: read_timeout_s"
+                )
             )
-        )
+        elif self._protocol is not None:  # what aiohttp's timer does to a head not read
+            self._protocol.set_exception(
+                aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+            )
 
     def cancel(self) -> None:
         self._handle.cancel()

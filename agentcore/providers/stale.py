@@ -22,6 +22,7 @@ signal coroutines per request: 0.5-0.6 KB of RSS per open streamed response.)
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -48,12 +49,15 @@ CLOSED_UNREAD = (
 
 
 class Sending:
-    """One request being sent (`SENDING`): whether it went out on a pooled connection."""
+    """One request being sent (`SENDING`): whether it went out on a pooled connection, and
+    who is told the connection it goes on (`connected`: a streamed call's `Silence`, which
+    times the wait for the response head)."""
 
-    __slots__ = ("reused",)
+    __slots__ = ("connected", "reused")
 
-    def __init__(self) -> None:
+    def __init__(self, connected: Callable[[ResponseHandler], None] | None = None) -> None:
         self.reused = False
+        self.connected = connected
 
 
 SENDING: ContextVar[Sending | None] = ContextVar("agentcore_sending", default=None)
@@ -61,26 +65,31 @@ SENDING: ContextVar[Sending | None] = ContextVar("agentcore_sending", default=No
 
 
 class ReuseAwareConnector(aiohttp.TCPConnector):
-    """A `TCPConnector` that marks the `Sending` in `SENDING` when the connection it hands
-    out is one it handed out before: a pooled connection, reused. It remembers the
-    connections it made by weak reference, so a closed one is forgotten with it."""
+    """A `TCPConnector` that tells the `Sending` in `SENDING` the connection it hands out
+    (`Sending.connected`), and, when `pooled`, marks it when that connection is one it
+    handed out before: a pooled connection, reused. It remembers the connections it made
+    by weak reference, so a closed one is forgotten with it."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, pooled: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._made: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
+        self._made: weakref.WeakSet[ResponseHandler] | None = weakref.WeakSet() if pooled else None
 
     async def connect(
         self, req: aiohttp.ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout
     ) -> aiohttp.connector.Connection:
         connection = await super().connect(req, traces, timeout)
-        protocol = connection.protocol
+        protocol, made = connection.protocol, self._made
         if protocol is not None:
-            if protocol in self._made:
-                sending = SENDING.get()
+            sending = SENDING.get()
+            if made is None:
+                pass
+            elif protocol in made:
                 if sending is not None:
                     sending.reused = True
             else:
-                self._made.add(protocol)
+                made.add(protocol)
+            if sending is not None and sending.connected is not None:
+                sending.connected(protocol)
         return connection
 
 

@@ -15,6 +15,7 @@ from aiohttp.client_proto import ResponseHandler
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from agentcore.inference import InferenceError, StreamEvent
+from agentcore.inference.watchdog import TIMER_CONTEXT
 from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
 from agentcore.providers.wire import Translator, replay
 
@@ -85,7 +86,8 @@ class Silence:
         self._timeout = timeout
         self._loop = asyncio.get_running_loop()
         self.since = math.inf
-        self._handle = self._loop.call_later(timeout, self._check)  # > 0: settings refuse 0
+        # > 0: settings refuse 0. `TIMER_CONTEXT`: no copy of the caller's context held.
+        self._handle = self._loop.call_later(timeout, self._check, context=TIMER_CONTEXT)
 
     def connected(self, protocol: ResponseHandler) -> None:
         """The request goes on `protocol` (`Sending.connected`): its head's wait begins."""
@@ -108,7 +110,8 @@ class Silence:
     def _check(self) -> None:
         waited = monotonic() - self.since
         if waited < self._timeout:
-            self._handle = self._loop.call_later(self._timeout - max(waited, 0.0), self._check)
+            again = self._timeout - max(waited, 0.0)
+            self._handle = self._loop.call_later(again, self._check, context=TIMER_CONTEXT)
             return
         if self._content is not None:
             self._content.set_exception(

@@ -23,6 +23,7 @@ import trustme
 from providers_support import collect, request, sse, terminal, visible
 
 from agentcore.inference import Complete, Failed, InferenceError, Token
+from agentcore.inference.watchdog import TIMER_CONTEXT
 from agentcore.providers.openai import OpenAIProvider
 from agentcore.redaction import redact
 from agentcore.settings import InferenceSettings, ProviderSettings
@@ -606,11 +607,19 @@ async def test_a_reused_connection_closed_before_any_byte_is_sent_again_on_a_fre
 # -- a streamed call's head: its read timeout is the driver's (`Silence`), from the send --
 
 
+def timers(loop: asyncio.AbstractEventLoop) -> tuple[int, int]:
+    """The loop's cancelled timers, and its live ones with a context of their own."""
+    handles = loop._scheduled  # type: ignore[attr-defined]
+    cancelled = sum(h.cancelled() for h in handles)
+    return cancelled, sum(h._context is not TIMER_CONTEXT for h in handles if not h.cancelled())
+
+
 async def test_a_streamed_call_leaves_no_cancelled_timer_in_the_loop() -> None:
     """One timer for the read timeout, head and body: aiohttp's, made at the send and again
-    at the head and cancelled, stayed in the loop's heap until their time (300 s)."""
+    at the head and cancelled, stayed in the loop's heap until their time (300 s). The
+    live one holds no copy of the caller's context (`TIMER_CONTEXT`)."""
     loop = asyncio.get_running_loop()
-    stalled, cancelled_before = asyncio.Event(), 0
+    stalled, before = asyncio.Event(), (0, 0)
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await server.read_request(reader)
@@ -619,14 +628,14 @@ async def test_a_streamed_call_leaves_no_cancelled_timer_in_the_loop() -> None:
         await stalled.wait()
 
     async with RawServer(handler) as server, provider(server.url) as local:
-        cancelled_before = sum(h.cancelled() for h in loop._scheduled)  # type: ignore[attr-defined]
+        before = timers(loop)
         async with aclosing(local.stream(request(), "m")) as events:
             async for event in events:
                 if isinstance(event, Token):
                     break
-            held = [h for h in loop._scheduled if h.cancelled()]  # type: ignore[attr-defined]
+            during = timers(loop), len(loop._scheduled)  # type: ignore[attr-defined]
         stalled.set()
-    assert len(held) == cancelled_before
+    assert during == (before, before[0] + before[1] + 1)  # and one live timer more: Silence
 
 
 async def test_a_streamed_calls_error_reply_that_stalls_after_its_head_times_out() -> None:

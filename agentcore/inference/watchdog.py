@@ -54,8 +54,9 @@ class Watchdog:
         self.expired: str | None = None
         self._cancelled_task = False
         self._overdue = False  # expired once already, given one more turn
+        # The timer calls this object (`__call__`): no bound method held per timer.
         self._handle: asyncio.Handle = self._loop.call_at(
-            self._deadline(), self._check, context=TIMER_CONTEXT
+            self._deadline(), self, context=TIMER_CONTEXT
         )
 
     def _deadline(self) -> float:
@@ -64,18 +65,19 @@ class Watchdog:
     def progress(self) -> None:
         self.last = self.clock()
 
-    def _check(self) -> None:
+    def __call__(self) -> None:
+        """The timer: re-armed until a deadline passes, then the attempt expires."""
         deadline = self._deadline()
         if self._loop.time() < deadline:
             self._overdue = False
-            self._handle = self._loop.call_at(deadline, self._check, context=TIMER_CONTEXT)
+            self._handle = self._loop.call_at(deadline, self, context=TIMER_CONTEXT)
             return
         if self.waiting and not self._overdue:
             # After a stall the loop runs this overdue timer in the same turn as the
             # provider's bytes arrive, before the wake-up of the task that would read
             # them (it is scheduled behind us). One more turn lets it read them first.
             self._overdue = True
-            self._handle = self._loop.call_soon(self._check, context=TIMER_CONTEXT)
+            self._handle = self._loop.call_soon(self, context=TIMER_CONTEXT)
             return
         if self.last + self._progress_s <= self._started + self._request_s:
             self.expired = PROGRESS_TIMEOUT

@@ -86,8 +86,9 @@ class Silence:
         self._timeout = timeout
         self._loop = asyncio.get_running_loop()
         self.since = math.inf
-        # > 0: settings refuse 0. `TIMER_CONTEXT`: no copy of the caller's context held.
-        self._handle = self._loop.call_later(timeout, self._check, context=TIMER_CONTEXT)
+        # > 0: settings refuse 0. The timer calls this object (no bound method held) in
+        # `TIMER_CONTEXT` (no copy of the caller's context held).
+        self._handle = self._loop.call_later(timeout, self, context=TIMER_CONTEXT)
 
     def connected(self, protocol: ResponseHandler) -> None:
         """The request goes on `protocol` (`Sending.connected`): its head's wait begins."""
@@ -107,11 +108,12 @@ class Silence:
             connection.protocol.read_timeout = self._timeout
             connection.protocol.start_timeout()
 
-    def _check(self) -> None:
+    def __call__(self) -> None:
+        """The timer: re-armed while the wait is shorter than the timeout, else it fails."""
         waited = monotonic() - self.since
         if waited < self._timeout:
             again = self._timeout - max(waited, 0.0)
-            self._handle = self._loop.call_later(again, self._check, context=TIMER_CONTEXT)
+            self._handle = self._loop.call_later(again, self, context=TIMER_CONTEXT)
             return
         if self._content is not None:
             self._content.set_exception(

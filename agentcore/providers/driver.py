@@ -202,7 +202,8 @@ class HTTPProvider:
     ) -> aiohttp.ClientResponse:
         url = self._url(path)
         signed = self.wire.sign(str(url), data, self._headers) if self.wire.signs else None
-        marking = SENDING.set(sending)  # for the connector to tell, and to mark if reused
+        task = asyncio.current_task()
+        SENDING[task] = sending  # for the connector to tell, and to mark if reused
         try:
             return await session.post(
                 url,
@@ -214,7 +215,7 @@ class HTTPProvider:
                 timeout=session.timeout if silence is None else self._streamed_timeout,
             )
         finally:
-            SENDING.reset(marking)
+            del SENDING[task]
 
     # -- whole ---------------------------------------------------------------------------------
 

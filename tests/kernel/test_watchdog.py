@@ -61,7 +61,7 @@ async def test_a_provider_that_sends_nothing_is_still_cut() -> None:
     assert await reader == "cut: progress_timeout"
 
 
-async def test_the_watchdogs_timer_keeps_no_copy_of_the_callers_context() -> None:
+async def test_the_watchdogs_timer_keeps_no_copy_of_the_callers_context_nor_a_method() -> None:
     """A stream holds its watchdog's timer for its whole life: it runs in the one shared
     `TIMER_CONTEXT`, whatever the caller's context holds, re-armed or not."""
     seen = contextvars.ContextVar("seen", default="unset")
@@ -71,6 +71,7 @@ async def test_the_watchdogs_timer_keeps_no_copy_of_the_callers_context() -> Non
     try:
         made = [h for h in loop._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
         assert made and all(h._context is TIMER_CONTEXT for h in made)
+        assert [h._callback for h in made] == [watchdog]  # itself: no bound method held
         assert TIMER_CONTEXT.run(seen.get) == "unset"
     finally:
         watchdog.cancel()

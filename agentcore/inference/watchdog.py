@@ -27,9 +27,10 @@ from agentcore.inference.events import Aborted, Failed, StreamEvent
 _BASE_TIME = asyncio.BaseEventLoop.time
 
 TIMER_CONTEXT = contextvars.Context()
-"""The context a provider call's timers run their callbacks in (this watchdog's, the
-driver's `Silence`): they read no context variable, and a timer made without one copies
-the caller's context, 64 B more for as long as it waits (a stream's whole life)."""
+"""The context a stream's timers run their callbacks in (this watchdog's, the driver's
+`Silence`, an MCPL request's deadline): they read no context variable, and a timer made
+without one copies the caller's context, 64 B more for as long as it waits (a stream's
+whole life)."""
 
 
 class Watchdog:

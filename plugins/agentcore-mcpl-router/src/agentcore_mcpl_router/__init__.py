@@ -146,6 +146,11 @@ def _content_text(content: Any, i: int) -> str:
     raise McplError(INVALID_PARAMS, f"params.messages[{i}].content must be a string or text blocks")
 
 
+def _trace_fields(request: McplRequest, streamed: bool) -> dict[str, Any]:
+    """The fields every ``mcpl:inference_*`` trace of `request` carries."""
+    return {"serverId": request.server.name, "requestId": request.id, "streamed": streamed}
+
+
 def _ending_error(event: Failed | Aborted) -> InferenceError:
     """The error of a stream that ended without a response: a timeout's is said as one."""
     if isinstance(event, Failed) or event.error.code == SHUTTING_DOWN:
@@ -275,12 +280,18 @@ class McplRouter:
             return self.model_info()
         if request.method != "inference/request":
             return None
-        inference, trace, stream = await self._inference_of(request)
+        inference, stream = await self._inference_of(request)
         model = inference.model
         try:
             # Inside the try: a cancellation that comes while this trace goes out is traced.
             feature_set = inference.metadata["featureSet"]
-            await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
+            # The traces' fields are made per trace: no dict of them held while it streams.
+            await self._emit(
+                "mcpl:inference_start",
+                model=model,
+                featureSet=feature_set,
+                **_trace_fields(request, stream),
+            )
             if stream:
                 # Numbered from 0, and redacted across chunks: a key the provider echoes in
                 # two chunks is masked too (the frame's own redaction sees one at a time).
@@ -306,19 +317,19 @@ class McplRouter:
             if problem is not None:
                 raise InferenceError("unknown", problem, retryable=False)
         except InferenceError as error:
-            raise await self._failure(error, model, trace) from None
+            raise await self._failure(error, model, _trace_fields(request, stream)) from None
         except asyncio.CancelledError:
             # Not answered: the connection answers a shutdown, and a request the server
             # cancelled gets no answer at all (MCP's base protocol).
-            await self._emit("mcpl:inference_fail", model=model, error=self._why(request), **trace)
+            await self._failed(model, self._why(request), _trace_fields(request, stream))
             raise
         except Exception as exc:
             # Not an ending of the inference (say, the connection closed under a chunk),
             # but the request failed all the same: traced, then answered at the boundary.
             why = str(exc) or type(exc).__name__
-            await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
+            await self._failed(model, why, _trace_fields(request, stream))
             raise
-        return await self._result(response, trace)
+        return await self._result(response, _trace_fields(request, stream))
 
     def model_info(self) -> dict[str, Any]:
         default = self._routing.default
@@ -339,9 +350,9 @@ class McplRouter:
             )
         return info.to_wire()
 
-    async def _inference_of(self, request: McplRequest) -> tuple[Request, dict[str, Any], bool]:
-        """The kernel's request for an `inference/request`, its traces' fields and whether
-        it streams; -32602 naming a bad param, -32603 when no rule routes it."""
+    async def _inference_of(self, request: McplRequest) -> tuple[Request, bool]:
+        """The kernel's request for an `inference/request` and whether it streams; -32602
+        naming a bad param, -32603 when no rule routes it."""
         params = request.params
         feature_set = params.get("featureSet")
         conversation = params.get("conversationId")
@@ -352,8 +363,7 @@ class McplRouter:
             raise McplError(INVALID_PARAMS, "params.stream must be a boolean")
         messages, system = parse_messages(params.get("messages"))
         preferences = _preferences(params)
-        trace = {"serverId": request.server.name, "requestId": request.id, "streamed": stream}
-        model = await self._routed(feature_set, conversation, trace)
+        model = await self._routed(feature_set, conversation, _trace_fields(request, stream))
         inference = Request(
             model,
             messages,
@@ -367,7 +377,7 @@ class McplRouter:
                 "mcplRequestId": request.id,
             },
         )
-        return inference, trace, stream
+        return inference, stream
 
     async def _result(self, response: Response, trace: dict[str, Any]) -> dict[str, Any]:
         """The answer's result, traced ``mcpl:inference_complete``."""
@@ -410,15 +420,19 @@ class McplRouter:
             default_max_tokens=self._routing.default_max_tokens,
         )
 
+    async def _failed(self, model: str, why: str, trace: dict[str, Any]) -> None:
+        """The ``mcpl:inference_fail`` trace of an inference that ended without a result."""
+        await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
+
     async def _failure(self, error: InferenceError, model: str, trace: dict[str, Any]) -> McplError:
         """The -32603 answering an inference that ended in `error`, traced first."""
         if error.code == SHUTTING_DOWN:
             # Woken from a hold or a backoff by the kernel stopping, this request
             # may answer before the connection does: with the connection's words.
-            await self._emit("mcpl:inference_fail", model=model, error=error.message, **trace)
+            await self._failed(model, error.message, trace)
             return McplError(INTERNAL_ERROR, SHUTDOWN_MESSAGE)
         message = failure_message(error)
-        await self._emit("mcpl:inference_fail", model=model, error=message, **trace)
+        await self._failed(model, message, trace)
         return McplError(INTERNAL_ERROR, message, error.data)
 
     def _why(self, cancelled: McplRequest) -> str:

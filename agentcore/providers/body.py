@@ -9,6 +9,7 @@ import asyncio
 import json
 import math
 from time import monotonic
+from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
@@ -33,9 +34,37 @@ _SET_IN_INIT = (
     "_loop",
 )
 """What `ClientResponse.__init__` always sets and the class gives no default for: slots in
-`StreamedResponse`, which leaves its instance dict small enough for CPython's shared keys
-(an open response: ~0.6 KB less). A name the class ever defaults is left to the dict, so a
-slot never hides a default."""
+`StreamedResponse` (an open response: ~0.6 KB less than in its instance dict)."""
+_SET_LATER = (
+    "version",
+    "status",
+    "reason",
+    "content",
+    "_headers",
+    "_raw_headers",
+    "_connection",
+    "_protocol",
+    "_history",
+    "_closed",
+    "_session",
+    "_output_size",
+    "_resolve_charset",
+    "_stream_writer",
+    "_ClientResponse__writer",
+    "_body",  # these two once a body is read whole (an error reply, a JSON reply)
+    "_released",
+)
+"""What else an open response sets, in `__init__` or as its head is read, most of it with a
+class default: slots too (its instance dict, 15 names, was ~0.3 KB), each starting at the
+class's default (`_DEFAULTS`, set before `ClientResponse.__init__` runs), so a slot never
+hides a default. A name the class makes a descriptor of (``_resolve_charset``, a function)
+is left to the dict."""
+_DEFAULTS = tuple(
+    (name, value)
+    for name in _SET_LATER
+    if (value := getattr(aiohttp.ClientResponse, name, _SET_LATER)) is not _SET_LATER
+    and not hasattr(value, "__get__")
+)
 
 
 class StreamedResponse(aiohttp.ClientResponse):
@@ -50,7 +79,14 @@ class StreamedResponse(aiohttp.ClientResponse):
     the URL and the body stream stay.
     """
 
-    __slots__ = tuple(n for n in _SET_IN_INIT if not hasattr(aiohttp.ClientResponse, n))
+    __slots__ = tuple(n for n in _SET_IN_INIT if not hasattr(aiohttp.ClientResponse, n)) + tuple(
+        n for n in _SET_LATER if not hasattr(getattr(aiohttp.ClientResponse, n, None), "__get__")
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for name, value in _DEFAULTS:
+            object.__setattr__(self, name, value)
+        super().__init__(*args, **kwargs)
 
     def body_only(self) -> None:
         self._cache.clear()  # what `headers`, `request_info`... read once (aiohttp's reify)

@@ -102,11 +102,11 @@ class HTTPProvider:
         self._headers = _headers(name, wire.headers, config.headers, url_auth)
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         # A streamed call's: no aiohttp read timeout, `Silence` times it from the send.
         self._streamed_timeout = aiohttp.ClientTimeout(
             total=None, connect=config.connect_timeout_s, sock_connect=config.connect_timeout_s
         )
-        self._fresh: aiohttp.ClientSession | None = None
         self._proxy, self._proxy_headers = env_proxy(URL(self._base), name)
         if self._proxy_headers and URL(self._base).scheme == "http":
             # An http:// request goes to the proxy itself, which reads its credentials

@@ -83,12 +83,10 @@ class ReuseAwareConnector(aiohttp.TCPConnector):
         protocol, made = connection.protocol, self._made
         if protocol is not None:
             sending = SENDING.get(asyncio.current_task())
-            if made is None:
-                pass
-            elif protocol in made:
+            if made is not None and protocol in made:
                 if sending is not None:
                     sending.reused = True
-            else:
+            elif made is not None:
                 made.add(protocol)
             if sending is not None and sending.connected is not None:
                 sending.connected(protocol)

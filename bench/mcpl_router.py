@@ -459,7 +459,7 @@ def run_client_rss(kind: str, url: str, n: int) -> int:
 
             session = aiohttp.ClientSession(
                 connector=ReuseAwareConnector(limit=0),
-                timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=600),
+                timeout=aiohttp.ClientTimeout(total=None, connect=10),  # a stream's: no sock_read
                 headers={**headers, "content-type": "application/json"},
                 cookie_jar=aiohttp.DummyCookieJar(),
                 response_class=StreamedResponse,

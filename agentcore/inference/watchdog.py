@@ -9,6 +9,7 @@ provider, never inside the consumer's own code.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -24,6 +25,12 @@ from agentcore.inference.errors import (
 from agentcore.inference.events import Aborted, Failed, StreamEvent
 
 _BASE_TIME = asyncio.BaseEventLoop.time
+
+TIMER_CONTEXT = contextvars.Context()
+"""The context a stream's timers run their callbacks in (this watchdog's, the driver's
+`Silence`, an MCPL request's deadline): they read no context variable, and a timer made
+without one copies the caller's context, 64 B more for as long as it waits (a stream's
+whole life)."""
 
 
 class Watchdog:
@@ -48,7 +55,10 @@ class Watchdog:
         self.expired: str | None = None
         self._cancelled_task = False
         self._overdue = False  # expired once already, given one more turn
-        self._handle: asyncio.Handle = self._loop.call_at(self._deadline(), self._check)
+        # The timer calls this object (`__call__`): no bound method held per timer.
+        self._handle: asyncio.Handle = self._loop.call_at(
+            self._deadline(), self, context=TIMER_CONTEXT
+        )
 
     def _deadline(self) -> float:
         return min(self.last + self._progress_s, self._started + self._request_s)
@@ -56,18 +66,19 @@ class Watchdog:
     def progress(self) -> None:
         self.last = self.clock()
 
-    def _check(self) -> None:
+    def __call__(self) -> None:
+        """The timer: re-armed until a deadline passes, then the attempt expires."""
         deadline = self._deadline()
         if self._loop.time() < deadline:
             self._overdue = False
-            self._handle = self._loop.call_at(deadline, self._check)
+            self._handle = self._loop.call_at(deadline, self, context=TIMER_CONTEXT)
             return
         if self.waiting and not self._overdue:
             # After a stall the loop runs this overdue timer in the same turn as the
             # provider's bytes arrive, before the wake-up of the task that would read
             # them (it is scheduled behind us). One more turn lets it read them first.
             self._overdue = True
-            self._handle = self._loop.call_soon(self._check)
+            self._handle = self._loop.call_soon(self, context=TIMER_CONTEXT)
             return
         if self.last + self._progress_s <= self._started + self._request_s:
             self.expired = PROGRESS_TIMEOUT

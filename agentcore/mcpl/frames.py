@@ -144,8 +144,34 @@ def _reject_constant(name: str) -> Any:
     raise _NotJsonConstant(f"{name} is not JSON")
 
 
+_SHARED_KEYS = {
+    key: key
+    for key in (
+        # An `inference/request`'s params (§11), held as read for the request's life
+        # (`McplRequest.params`): a stream holds them as long as it streams.
+        "featureSet",
+        "conversationId",
+        "stream",
+        "messages",
+        "role",
+        "content",
+        "type",
+        "text",
+        "preferences",
+        "maxTokens",
+        "temperature",
+    )
+}
+"""Object keys read as one shared string each, not a copy per frame: json shares a key
+only within one document, so each request held its own (~0.4 KB of an open stream's)."""
+
+
+def _shared_keys(members: dict[str, Any], _shared: Any = _SHARED_KEYS.get) -> dict[str, Any]:
+    return {_shared(key, key): value for key, value in members.items()}
+
+
 def loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
+    return json.loads(text, parse_constant=_reject_constant, object_hook=_shared_keys)
 
 
 def parse_problem(exc: ValueError | RecursionError) -> str:

@@ -14,29 +14,28 @@ for an error answer. What the peer guarantees:
   its entry is removed with nobody to answer, as MCP's cancellation asks, and
   the request itself records why (`InboundRequest.cancel`): the one place.
 - **One boundary** (`frames.error_object`) where an exception becomes an error object.
-- **Bad input never kills the connection**: invalid JSON is answered -32700
-  with id null, a malformed message -32600, a response for an unknown id is
-  logged and dropped, and a refused frame (`FrameError`) is answered -32700.
-  The one exception is the transport's to make: a WebSocket cannot skip a
-  frame, so it closes and says why (`TransportClosed`), and the log says so.
+- **Bad input never kills the connection**: invalid JSON is answered -32700 with id null,
+  a malformed message -32600, a response for an unknown id is logged and dropped, and a
+  refused frame (`FrameError`) is answered -32700. The one exception is the transport's to
+  make: a WebSocket cannot skip a frame, so it closes and says why (`TransportClosed`), and
+  the log says so.
 - **Batches are not supported**: a JSON array is answered with one -32600,
   id null (MCP removed batching; MCPL inherits MCP's framing).
 - A concurrent duplicate of an in-flight request id is answered -32600 with
   id null, because a second answer with that id could not be told apart.
-- Ids are strings or integers (not floats, booleans or null); `"params": null`
-  is read as omitted.
+- Ids are strings or integers (not floats, booleans or null); `"params": null` is omitted.
 
-Ordering: inbound messages are handled in arrival order by one reader task.
-A response resolves its waiter synchronously in the reader, and a request's
-task is created after that; asyncio runs callbacks in the order they were
-scheduled, so a coroutine awaiting a response resumes before the task of any
-request that arrived after that response. Inbound notifications run inline
-in the reader, in order; their handler must not block.
+Ordering: inbound messages are handled in arrival order by one reader task. A response
+resolves its waiter synchronously in the reader, and a request's task is created after that;
+asyncio runs callbacks in the order they were scheduled, so a coroutine awaiting a response
+resumes before the task of any request that arrived after that response. Inbound
+notifications run inline in the reader, in order; their handler must not block.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -72,6 +71,7 @@ NotificationHandler = Callable[[str, Params], Awaitable[None]]
 # How long close() spends sending the in-flight answers, and then waiting for
 # handler tasks to finish cancelling, before it closes the transport anyway.
 CLOSE_DRAIN_TIMEOUT_S = 2.0
+_NO_CONTEXT = contextvars.Context()  # for `_forget`: no context copied per request in flight
 
 
 @dataclass(slots=True, eq=False)
@@ -142,6 +142,7 @@ class JsonRpcPeer:
         self._pending: dict[RequestId, asyncio.Future[Any]] = {}
         self._inflight: dict[RequestId, InboundRequest] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._forget = self._tasks.discard  # one bound method for every request's task
         self._send_lock = asyncio.Lock()
         self._queued_sends = 0  # holding or waiting for `_send_lock`: no frame jumps them
         self._send_nowait: Callable[[str], bool] | None = getattr(transport, "send_nowait", None)
@@ -203,8 +204,7 @@ class JsonRpcPeer:
             # stay silent: we answer it instead, exactly once.
             entries = list(self._inflight.items())
             self._inflight.clear()
-            tasks = (entry.task for _, entry in entries)
-            cancelled = {task for task in tasks if task is not None and task is not current}
+            cancelled = {e.task for _, e in entries if e.task is not None and e.task is not current}
             for task in cancelled:
                 task.cancel()
             if answer_inflight_with is not None and entries:
@@ -298,9 +298,9 @@ class JsonRpcPeer:
         `timeout` seconds, `ConnectionClosed` if the connection closes first.
         """
         future = self.request_soon(method, params)
-        # asyncio.timeout awaits the future directly (wait_for would add a
-        # hop), which keeps the ordering promise in the module docstring; a
-        # timeout or a cancellation cancels the future (and a send in progress).
+        # asyncio.timeout awaits the future directly (wait_for would add a hop), which keeps
+        # the ordering promise in the module docstring; a timeout or a cancellation cancels
+        # the future (and a send in progress).
         async with asyncio.timeout(timeout):
             return await future
 
@@ -508,7 +508,7 @@ class JsonRpcPeer:
         )
         self._inflight[request_id] = request
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._forget, context=_NO_CONTEXT)
 
     async def _serve(self, request: InboundRequest) -> None:
         request_id = request.id

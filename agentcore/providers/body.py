@@ -9,11 +9,14 @@ import asyncio
 import json
 import math
 from time import monotonic
+from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from agentcore.inference import InferenceError, StreamEvent
+from agentcore.inference.watchdog import TIMER_CONTEXT
 from agentcore.providers.transport_errors import TRANSPORT_ERRORS, transport_error
 from agentcore.providers.wire import Translator, replay
 
@@ -31,9 +34,37 @@ _SET_IN_INIT = (
     "_loop",
 )
 """What `ClientResponse.__init__` always sets and the class gives no default for: slots in
-`StreamedResponse`, which leaves its instance dict small enough for CPython's shared keys
-(an open response: ~0.6 KB less). A name the class ever defaults is left to the dict, so a
-slot never hides a default."""
+`StreamedResponse` (an open response: ~0.6 KB less than in its instance dict)."""
+_SET_LATER = (
+    "version",
+    "status",
+    "reason",
+    "content",
+    "_headers",
+    "_raw_headers",
+    "_connection",
+    "_protocol",
+    "_history",
+    "_closed",
+    "_session",
+    "_output_size",
+    "_resolve_charset",
+    "_stream_writer",
+    "_ClientResponse__writer",
+    "_body",  # these two once a body is read whole (an error reply, a JSON reply)
+    "_released",
+)
+"""What else an open response sets, in `__init__` or as its head is read, most of it with a
+class default: slots too (its instance dict, 15 names, was ~0.3 KB), each starting at the
+class's default (`_DEFAULTS`, set before `ClientResponse.__init__` runs), so a slot never
+hides a default. A name the class makes a descriptor of (``_resolve_charset``, a function)
+is left to the dict."""
+_DEFAULTS = tuple(
+    (name, value)
+    for name in _SET_LATER
+    if (value := getattr(aiohttp.ClientResponse, name, _SET_LATER)) is not _SET_LATER
+    and not hasattr(value, "__get__")
+)
 
 
 class StreamedResponse(aiohttp.ClientResponse):
@@ -48,7 +79,14 @@ class StreamedResponse(aiohttp.ClientResponse):
     the URL and the body stream stay.
     """
 
-    __slots__ = tuple(n for n in _SET_IN_INIT if not hasattr(aiohttp.ClientResponse, n))
+    __slots__ = tuple(n for n in _SET_IN_INIT if not hasattr(aiohttp.ClientResponse, n)) + tuple(
+        n for n in _SET_LATER if not hasattr(getattr(aiohttp.ClientResponse, n, None), "__get__")
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for name, value in _DEFAULTS:
+            object.__setattr__(self, name, value)
+        super().__init__(*args, **kwargs)
 
     def body_only(self) -> None:
         self._cache.clear()  # what `headers`, `request_info`... read once (aiohttp's reify)
@@ -59,41 +97,70 @@ class StreamedResponse(aiohttp.ClientResponse):
 
 
 class Silence:
-    """``read_timeout_s`` on a streamed body: the time the driver has waited for bytes.
+    """``read_timeout_s`` on a streamed call: the time the driver has waited for bytes,
+    from the request's sending (its head) to the body's end.
 
     aiohttp's own read timeout cancels and makes a timer on every read from the socket;
     at a thousand streams that was a tenth of the host's CPU, and the cancelled timers
-    stayed in the loop's heap for the collector to walk. This is one timer per call,
+    stayed in the loop's heap (for the collector to walk, and until their time: two for
+    each head, ~0.35 KB a stream). This is one timer per call, made at the send and
     re-armed only when it fires: the driver pays a clock read per read. `since` is when
-    the current wait began (``inf``: not waiting, the consumer has the stream); when
-    the wait reaches the timeout, the body fails with a timeout, as aiohttp's would.
+    the current wait began (``inf``: not waiting, the consumer has the stream).
+
+    The head: the wait begins when the request has its connection (`connected`, told by
+    the connector: connecting is ``connect_timeout_s``'s), and a head not whole by the
+    timeout fails the connection as aiohttp's read timeout would (its error, its words).
+    A body read whole (an error reply, a JSON reply) is aiohttp's to time again (`whole`);
+    a streamed one is this one's (`reading`): past the timeout, it fails with a timeout.
     """
 
-    __slots__ = ("_content", "_handle", "_loop", "_timeout", "since")
+    __slots__ = ("_content", "_handle", "_loop", "_protocol", "_timeout", "since")
 
-    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
-        self._content = response.content
+    def __init__(self, timeout: float) -> None:
+        self._content: aiohttp.StreamReader | None = None
+        self._protocol: ResponseHandler | None = None
         self._timeout = timeout
         self._loop = asyncio.get_running_loop()
         self.since = math.inf
-        # The head was read under aiohttp's timeout; the body is this one's. With no
-        # timeout set, `start_timeout` drops the timer aiohttp has pending.
+        # > 0: settings refuse 0. The timer calls this object (no bound method held) in
+        # `TIMER_CONTEXT` (no copy of the caller's context held).
+        self._handle = self._loop.call_later(timeout, self, context=TIMER_CONTEXT)
+
+    def connected(self, protocol: ResponseHandler) -> None:
+        """The request goes on `protocol` (`Sending.connected`): its head's wait begins."""
+        self._protocol = protocol
+        self.since = monotonic()
+
+    def reading(self, response: aiohttp.ClientResponse) -> None:
+        """The head is read and the body streams: the driver's reads are timed from here."""
+        self._content = response.content
+        self.since = math.inf
+
+    def whole(self, response: aiohttp.ClientResponse) -> None:
+        """The head is read and the body is read whole: aiohttp's read timeout again."""
+        self.cancel()
         connection = response.connection
         if connection is not None and connection.protocol is not None:
-            connection.protocol.read_timeout = None
+            connection.protocol.read_timeout = self._timeout
             connection.protocol.start_timeout()
-        self._handle = self._loop.call_later(timeout, self._check)  # > 0: settings refuse 0
 
-    def _check(self) -> None:
+    def __call__(self) -> None:
+        """The timer: re-armed while the wait is shorter than the timeout, else it fails."""
         waited = monotonic() - self.since
         if waited < self._timeout:
-            self._handle = self._loop.call_later(self._timeout - max(waited, 0.0), self._check)
+            again = self._timeout - max(waited, 0.0)
+            self._handle = self._loop.call_later(again, self, context=TIMER_CONTEXT)
             return
-        self._content.set_exception(
-            aiohttp.SocketTimeoutError(
-                f"no bytes from the provider for {self._timeout:g} s: read_timeout_s"
+        if self._content is not None:
+            self._content.set_exception(
+                aiohttp.SocketTimeoutError(
+                    f"no bytes from the provider for {self._timeout:g} s: read_timeout_s"
+                )
             )
-        )
+        elif self._protocol is not None:  # what aiohttp's timer does to a head not read
+            self._protocol.set_exception(
+                aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+            )
 
     def cancel(self) -> None:
         self._handle.cancel()

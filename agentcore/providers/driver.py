@@ -15,11 +15,12 @@ HTTP is aiohttp's client: one `ClientSession` per provider, made on first use (i
 must be made inside the event loop), with ``[providers.NAME] max_connections`` as
 the connector's limit (``max_keepalive_connections = 0``: no keep-alive), TLS
 verified against the system's CAs (``SSL_CERT_FILE`` honoured), and the connect and
-read timeouts from settings (a streamed body's read timeout is the driver's own,
-`_Silence`). The whole-request and progress timeouts are the kernel's, around any
-provider. The environment's proxy is looked up once, for the base URL, when the
-provider is made (aiohttp's ``trust_env`` would look it up on every call, in two trips to
-a worker thread, half a millisecond of CPU per call), by the rules httpx and curl follow
+read timeouts from settings (a streamed call's read timeout, head and body, is the
+driver's own, `Silence`: one timer per call, where aiohttp's left two cancelled ones).
+The whole-request and progress timeouts are the kernel's, around any provider. The
+environment's proxy is looked up once, for the base URL, when the provider is made
+(aiohttp's ``trust_env`` would look it up on every call, in two trips to a worker thread,
+half a millisecond of CPU per call), by the rules httpx and curl follow
 (`agentcore.providers.proxy`).
 
 A response whose stream the driver accepts keeps only its body from then on
@@ -102,6 +103,10 @@ class HTTPProvider:
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
+        # A streamed call's: no aiohttp read timeout, `Silence` times it from the send.
+        self._streamed_timeout = aiohttp.ClientTimeout(
+            total=None, connect=config.connect_timeout_s, sock_connect=config.connect_timeout_s
+        )
         self._proxy, self._proxy_headers = env_proxy(URL(self._base), name)
         if self._proxy_headers and URL(self._base).scheme == "http":
             # An http:// request goes to the proxy itself, which reads its credentials
@@ -115,9 +120,8 @@ class HTTPProvider:
         config = self._config
         keepalive = config.max_keepalive_connections > 0 and not fresh
         # Only a pooled connection can be reused: only then is it told apart (`stale`).
-        connector = (ReuseAwareConnector if keepalive else aiohttp.TCPConnector)(
-            limit=config.max_connections or 0,
-            force_close=not keepalive,
+        connector = ReuseAwareConnector(
+            pooled=keepalive, limit=config.max_connections or 0, force_close=not keepalive
         )
         timeout = aiohttp.ClientTimeout(
             total=None,
@@ -151,27 +155,33 @@ class HTTPProvider:
             if session is not None:
                 await session.close()
 
-    async def _post(self, call: HttpCall, model: str) -> aiohttp.ClientResponse:
+    async def _post(
+        self, call: HttpCall, model: str, silence: Silence | None = None
+    ) -> aiohttp.ClientResponse:
         """POST `call` and read the response head. A failure is raised as its typed error:
         a non-2xx reply read whole, a transport failure before any response byte. A
         reused connection that ended before any byte was a server closing it as idle:
-        the request goes again on a fresh connection, within this attempt (`stale`)."""
+        the request goes again on a fresh connection, within this attempt (`stale`).
+        With `silence` (a streamed call), the head's read timeout is its, not aiohttp's."""
         data = _json_body(call.body)
-        sending = Sending()
+        connected = None if silence is None else silence.connected
+        sending = Sending(connected)
         try:
             session = self._session or self._open_session()
-            response = await self._send(session, call.path, data, sending)
+            response = await self._send(session, call.path, data, sending, silence)
         except TRANSPORT_ERRORS as exc:
             if not closed_unread(exc, sending):
                 raise transport_error(exc, provider=self.name, model=model, replying=False) from exc
             try:
                 session = self._fresh or self._open_session(fresh=True)
-                response = await self._send(session, call.path, data, None)
+                response = await self._send(session, call.path, data, Sending(connected), silence)
             except TRANSPORT_ERRORS as again:
                 error = transport_error(again, provider=self.name, model=model, replying=False)
                 raise resent_error(error) from again
         if 200 <= response.status < 300:
             return response
+        if silence is not None:
+            silence.whole(response)
         try:
             content = await response.read()
         except TRANSPORT_ERRORS as exc:
@@ -183,11 +193,17 @@ class HTTPProvider:
         )
 
     async def _send(
-        self, session: aiohttp.ClientSession, path: str, data: bytes, sending: Sending | None
+        self,
+        session: aiohttp.ClientSession,
+        path: str,
+        data: bytes,
+        sending: Sending,
+        silence: Silence | None,
     ) -> aiohttp.ClientResponse:
         url = self._url(path)
         signed = self.wire.sign(str(url), data, self._headers) if self.wire.signs else None
-        marking = SENDING.set(sending)  # for the connector to mark, if it reuses a connection
+        task = asyncio.current_task()
+        SENDING[task] = sending  # for the connector to tell, and to mark if reused
         try:
             return await session.post(
                 url,
@@ -196,9 +212,10 @@ class HTTPProvider:
                 allow_redirects=False,
                 proxy=self._proxy,
                 proxy_headers=self._proxy_headers,
+                timeout=session.timeout if silence is None else self._streamed_timeout,
             )
         finally:
-            SENDING.reset(marking)
+            del SENDING[task]
 
     # -- whole ---------------------------------------------------------------------------------
 
@@ -249,9 +266,8 @@ class HTTPProvider:
             tail = await self._open(translator, request, model)  # the response, or no body
             dog.waiting = False
             if not isinstance(tail, list):
-                response, decoder, clock = tail, self.wire.decoder(), dog.clock
+                (response, silence), decoder, clock = tail, self.wire.decoder(), dog.clock
                 decode, feed, read = decoder.feed_tuples, translator.feed, response.content.readany
-                silence = Silence(response, self._config.read_timeout_s)
                 cut: InferenceError | None = None
                 try:
                     while not translator.done:
@@ -295,17 +311,25 @@ class HTTPProvider:
 
     async def _open(
         self, translator: Translator, request: Request, model: str
-    ) -> aiohttp.ClientResponse | list[StreamEvent]:
-        """The streamed call's response, its body not read yet; or, with no stream to read,
-        the events that end the attempt: the failure, or those of a whole JSON reply."""
+    ) -> tuple[aiohttp.ClientResponse, Silence] | list[StreamEvent]:
+        """The streamed call's response, its body not read yet, with its read timeout; or,
+        with no stream to read, the events that end the attempt: the failure, or those of
+        a whole JSON reply."""
+        silence = Silence(self._config.read_timeout_s)
         try:
-            response = await self._post(self.wire.call(request, model, stream=True), model)
+            response = await self._post(self.wire.call(request, model, stream=True), model, silence)
         except InferenceError as error:
+            silence.cancel()
             return [translator.fail(error)]
+        except BaseException:
+            silence.cancel()
+            raise
         if self.wire.stream_type in response.headers.get("content-type", ""):
             if isinstance(response, StreamedResponse):
                 response.body_only()  # the head is read: only the body is read from here
-            return response
+            silence.reading(response)
+            return response, silence
+        silence.whole(response)
         try:
             return await replay_body(response, translator)
         finally:

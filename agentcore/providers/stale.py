@@ -12,8 +12,8 @@ nothing. Only a reused connection qualifies: one the request opened itself that 
 unanswered is the server's doing, and fails the attempt like any other network error.
 
 Whether the connection was reused is the pooled session's connector's to say
-(`ReuseAwareConnector`): it marks the request being sent (`Sending`, a context variable
-the driver sets around the send) when it hands out a connection it handed out before.
+(`ReuseAwareConnector`): it marks the request being sent (`Sending`, which the driver
+puts in `SENDING` around the send) when it hands out a connection it handed out before.
 (aiohttp's ``on_connection_reuseconn`` trace signal says the same, but a trace config
 makes two objects per request that its response keeps while it streams, and a round of
 signal coroutines per request: 0.5-0.6 KB of RSS per open streamed response.)
@@ -21,8 +21,9 @@ signal coroutines per request: 0.5-0.6 KB of RSS per open streamed response.)
 
 from __future__ import annotations
 
+import asyncio
 import weakref
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -48,39 +49,47 @@ CLOSED_UNREAD = (
 
 
 class Sending:
-    """One request being sent (`SENDING`): whether it went out on a pooled connection."""
+    """One request being sent (`SENDING`): whether it went out on a pooled connection, and
+    who is told the connection it goes on (`connected`: a streamed call's `Silence`, which
+    times the wait for the response head)."""
 
-    __slots__ = ("reused",)
+    __slots__ = ("connected", "reused")
 
-    def __init__(self) -> None:
+    def __init__(self, connected: Callable[[ResponseHandler], None] | None = None) -> None:
         self.reused = False
+        self.connected = connected
 
 
-SENDING: ContextVar[Sending | None] = ContextVar("agentcore_sending", default=None)
-"""The request the current task is sending, for `ReuseAwareConnector` to mark."""
+SENDING: dict[asyncio.Task[Any] | None, Sending] = {}
+"""The request each task is sending, for `ReuseAwareConnector` (which runs in that task) to
+find. Keyed by task, not a context variable: setting one gives the task's context a mapping
+of its own, kept for the task's life (~0.25 KB of every stream)."""
 
 
 class ReuseAwareConnector(aiohttp.TCPConnector):
-    """A `TCPConnector` that marks the `Sending` in `SENDING` when the connection it hands
-    out is one it handed out before: a pooled connection, reused. It remembers the
-    connections it made by weak reference, so a closed one is forgotten with it."""
+    """A `TCPConnector` that tells the `Sending` in `SENDING` the connection it hands out
+    (`Sending.connected`), and, when `pooled`, marks it when that connection is one it
+    handed out before: a pooled connection, reused. It remembers the connections it made
+    by weak reference, so a closed one is forgotten with it."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, pooled: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._made: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
+        self._made: weakref.WeakSet[ResponseHandler] | None = weakref.WeakSet() if pooled else None
 
     async def connect(
         self, req: aiohttp.ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout
     ) -> aiohttp.connector.Connection:
         connection = await super().connect(req, traces, timeout)
-        protocol = connection.protocol
+        protocol, made = connection.protocol, self._made
         if protocol is not None:
-            if protocol in self._made:
-                sending = SENDING.get()
+            sending = SENDING.get(asyncio.current_task())
+            if made is not None and protocol in made:
                 if sending is not None:
                     sending.reused = True
-            else:
-                self._made.add(protocol)
+            elif made is not None:
+                made.add(protocol)
+            if sending is not None and sending.connected is not None:
+                sending.connected(protocol)
         return connection
 
 

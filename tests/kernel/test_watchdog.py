@@ -5,9 +5,10 @@ streams the provider had sent whole cut at the progress timeout under heavy load
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 
-from agentcore.inference.watchdog import Watchdog
+from agentcore.inference.watchdog import TIMER_CONTEXT, Watchdog
 
 PROGRESS_S = 0.05
 STALL_S = 2 * PROGRESS_S  # the loop blocked past the deadline: not a timing the test asserts
@@ -58,3 +59,19 @@ async def test_a_provider_that_sends_nothing_is_still_cut() -> None:
     await reading.wait()
     stall_the_loop()
     assert await reader == "cut: progress_timeout"
+
+
+async def test_the_watchdogs_timer_keeps_no_copy_of_the_callers_context_nor_a_method() -> None:
+    """A stream holds its watchdog's timer for its whole life: it runs in the one shared
+    `TIMER_CONTEXT`, whatever the caller's context holds, re-armed or not."""
+    seen = contextvars.ContextVar("seen", default="unset")
+    seen.set("the caller's")
+    loop = asyncio.get_running_loop()
+    watchdog = Watchdog(60.0, 60.0)
+    try:
+        made = [h for h in loop._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
+        assert made and all(h._context is TIMER_CONTEXT for h in made)
+        assert [h._callback for h in made] == [watchdog]  # itself: no bound method held
+        assert TIMER_CONTEXT.run(seen.get) == "unset"
+    finally:
+        watchdog.cancel()

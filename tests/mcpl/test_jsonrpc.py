@@ -80,6 +80,21 @@ async def test_request_round_trip(pair: tuple[JsonRpcPeer, MemoryTransport]) -> 
     assert answer == {"jsonrpc": "2.0", "id": "s", "result": None}
 
 
+async def test_an_answered_request_leaves_no_task_behind(
+    pair: tuple[JsonRpcPeer, MemoryTransport],
+) -> None:
+    """Each request's task is forgotten once done (one shared callback, no context copy)."""
+    peer, raw = pair
+    for i in range(3):
+        answer = await ask(raw, f'{{"jsonrpc":"2.0","id":{i},"method":"echo"}}')
+        assert answer["id"] == i
+    for _ in range(100):  # the done callbacks run a turn or two after the answers
+        if not peer._tasks:
+            break
+        await asyncio.sleep(0)
+    assert not peer._tasks
+
+
 async def test_requests_both_ways_between_two_peers() -> None:
     a_end, b_end = memory_pair()
     a = JsonRpcPeer(a_end, handler, name="a")

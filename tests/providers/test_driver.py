@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import inspect
 import json
 import os
 import ssl
@@ -23,7 +24,9 @@ import trustme
 from providers_support import collect, request, sse, terminal, visible
 
 from agentcore.inference import Complete, Failed, InferenceError, Token
+from agentcore.inference.watchdog import TIMER_CONTEXT
 from agentcore.providers.openai import OpenAIProvider
+from agentcore.providers.stale import SENDING
 from agentcore.redaction import redact
 from agentcore.settings import InferenceSettings, ProviderSettings
 
@@ -601,3 +604,95 @@ async def test_a_reused_connection_closed_before_any_byte_is_sent_again_on_a_fre
         assert (await local.complete(request(), "m")).text == "done"
         assert (await local.complete(request(), "m")).text == "done"
     assert (server.connections, len(server.requests)) == (2, 3)
+
+
+# -- a streamed call's head: its read timeout is the driver's (`Silence`), from the send --
+
+
+def timers(loop: asyncio.AbstractEventLoop) -> tuple[int, int]:
+    """The loop's cancelled timers, and its live ones with a context of their own or a
+    bound method to call (a stream holds its timer for its whole life)."""
+    handles = loop._scheduled  # type: ignore[attr-defined]
+    cancelled = sum(h.cancelled() for h in handles)
+    live = [h for h in handles if not h.cancelled()]
+    own = sum(h._context is not TIMER_CONTEXT or inspect.ismethod(h._callback) for h in live)
+    return cancelled, own
+
+
+async def test_a_streamed_call_leaves_no_cancelled_timer_in_the_loop() -> None:
+    """One timer for the read timeout, head and body: aiohttp's, made at the send and again
+    at the head and cancelled, stayed in the loop's heap until their time (300 s). The
+    live one holds no copy of the caller's context (`TIMER_CONTEXT`) and no bound method."""
+    loop = asyncio.get_running_loop()
+    stalled, before = asyncio.Event(), (0, 0)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(chunked(sse(chunk("Hi ")), end=False))
+        await writer.drain()
+        await stalled.wait()
+
+    async with RawServer(handler) as server, provider(server.url) as local:
+        before = timers(loop)
+        async with aclosing(local.stream(request(), "m")) as events:
+            async for event in events:
+                if isinstance(event, Token):
+                    break
+            during = timers(loop), len(loop._scheduled)  # type: ignore[attr-defined]
+        stalled.set()
+    assert during == (before, before[0] + before[1] + 1)  # and one live timer more: Silence
+
+
+async def test_a_streamed_calls_error_reply_that_stalls_after_its_head_times_out() -> None:
+    stalled = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 100\r\n\r\n{")
+        await writer.drain()
+        await stalled.wait()
+
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
+        end = terminal(await asyncio.wait_for(collect(local), 10))  # a hang fails, not waits
+        stalled.set()
+    assert isinstance(end, Failed) and end.error.kind == "timeout"
+    assert end.error.message.startswith("Timed out waiting for data")
+
+
+async def test_a_json_reply_that_stalls_where_a_stream_was_asked_times_out() -> None:
+    stalled = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + WHOLE[:10])
+        await writer.drain()
+        await stalled.wait()
+
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
+        end = terminal(await asyncio.wait_for(collect(local), 10))
+        stalled.set()
+    assert isinstance(end, Failed) and end.error.kind == "timeout"
+    assert end.error.message.startswith("Timed out waiting for data")
+
+
+async def test_a_streamed_call_sent_again_times_out_on_the_fresh_connections_head() -> None:
+    stalled = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        if server.connections == 1:
+            writer.write(whole(WHOLE))
+            await writer.drain()
+            await server.read_request(reader)  # and closed unanswered, as if idle
+        else:
+            await stalled.wait()  # the fresh connection: no head
+
+    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
+        assert (await local.complete(request(), "m")).text == "done"
+        end = terminal(await asyncio.wait_for(collect(local), 10))
+        stalled.set()
+    assert (server.connections, len(server.requests)) == (2, 3)
+    assert isinstance(end, Failed) and end.error.kind == "timeout"
+    assert end.error.message.startswith("Timed out waiting for data")
+    assert "sent again on a fresh connection" in end.error.message
+    assert not SENDING  # each send's entry goes with it, whatever the ending

@@ -67,3 +67,22 @@ async def test_body_only_drops_the_head_and_the_request_headers_and_the_body_sti
     finally:
         server.close()
     assert connections == 1  # the second request went on the pooled connection
+
+
+async def test_a_streamed_response_keeps_what_it_sets_in_slots_not_an_instance_dict() -> None:
+    """Everything an open response sets has a slot, starting at the class's default; only a
+    name the class makes a function of (``_resolve_charset``) is left to the dict."""
+    server = await asyncio.start_server(_serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1/stream"
+    try:
+        async with aiohttp.ClientSession(response_class=StreamedResponse) as session:
+            response = await session.post(url, data=b"{}")
+            assert set(vars(response)) <= {"_resolve_charset"}
+            assert (response.status, response.reason) == (200, "OK")
+            assert response.history == ()
+            assert await response.text() == BODY.decode()  # the charset: the session's rule
+            response.close()
+            assert response.closed and set(vars(response)) <= {"_resolve_charset"}
+    finally:
+        server.close()

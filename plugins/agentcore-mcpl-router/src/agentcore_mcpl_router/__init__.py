@@ -146,6 +146,18 @@ def _content_text(content: Any, i: int) -> str:
     raise McplError(INVALID_PARAMS, f"params.messages[{i}].content must be a string or text blocks")
 
 
+def _trace_fields(request: McplRequest, streamed: bool) -> dict[str, Any]:
+    """The fields every ``mcpl:inference_*`` trace of `request` carries."""
+    return {"serverId": request.server.name, "requestId": request.id, "streamed": streamed}
+
+
+def _ending_error(event: Failed | Aborted) -> InferenceError:
+    """The error of a stream that ended without a response: a timeout's is said as one."""
+    if isinstance(event, Failed) or event.error.code == SHUTTING_DOWN:
+        return event.error
+    return InferenceError("timeout", aborted_message(event), retryable=False)
+
+
 def _checked_text(text: str, i: int) -> str:
     if not text.isascii() and _LONE_SURROGATE.search(text):
         raise McplError(
@@ -259,14 +271,65 @@ class McplRouter:
 
     @hookimpl(trylast=True)
     async def on_mcpl_request(self, request: McplRequest) -> Any:
-        if request.method == "inference/request":
-            # The request read, then answered: no frame of the reading held while it streams.
-            inference, trace, stream = await self._inference_of(request)
-            response = await self._answered(request, inference, stream=stream, trace=trace)
-            return await self._result(response, trace)
+        """The answer to an `inference/request` (or `model/info`): the inference's result,
+        or -32603 with its cause for every other ending, each such ending traced
+        ``mcpl:inference_fail``. A stream holds this frame for its whole life, so the
+        answering is written here, not in frames of its own (~0.3 KB each): the reading is
+        `_inference_of`'s, done before the stream starts."""
         if request.method == "model/info":
             return self.model_info()
-        return None
+        if request.method != "inference/request":
+            return None
+        inference, stream = await self._inference_of(request)
+        model = inference.model
+        try:
+            # Inside the try: a cancellation that comes while this trace goes out is traced.
+            feature_set = inference.metadata["featureSet"]
+            # The traces' fields are made per trace: no dict of them held while it streams.
+            await self._emit(
+                "mcpl:inference_start",
+                model=model,
+                featureSet=feature_set,
+                **_trace_fields(request, stream),
+            )
+            if stream:
+                # Numbered from 0, and redacted across chunks: a key the provider echoes in
+                # two chunks is masked too (the frame's own redaction sees one at a time).
+                chunks, response = request.chunk_stream(), None
+                async with aclosing(self._started.stream(inference)) as events:
+                    async for event in events:
+                        if type(event) is Token:
+                            if event.visible and event.text:
+                                waiting = chunks.send_now(event.text)  # no coroutine per chunk
+                                if waiting is not None:
+                                    await waiting
+                        elif isinstance(event, Complete):
+                            await chunks.end()
+                            response = event.response
+                            break
+                        elif isinstance(event, Failed | Aborted):
+                            raise _ending_error(event)
+                if response is None:  # the kernel always ends with one
+                    raise InferenceError("network", NO_RESULT_MESSAGE)
+            else:
+                response = await self._started.complete(inference)
+            problem = completion_problem(response)
+            if problem is not None:
+                raise InferenceError("unknown", problem, retryable=False)
+        except InferenceError as error:
+            raise await self._failure(error, model, _trace_fields(request, stream)) from None
+        except asyncio.CancelledError:
+            # Not answered: the connection answers a shutdown, and a request the server
+            # cancelled gets no answer at all (MCP's base protocol).
+            await self._failed(model, self._why(request), _trace_fields(request, stream))
+            raise
+        except Exception as exc:
+            # Not an ending of the inference (say, the connection closed under a chunk),
+            # but the request failed all the same: traced, then answered at the boundary.
+            why = str(exc) or type(exc).__name__
+            await self._failed(model, why, _trace_fields(request, stream))
+            raise
+        return await self._result(response, _trace_fields(request, stream))
 
     def model_info(self) -> dict[str, Any]:
         default = self._routing.default
@@ -287,9 +350,9 @@ class McplRouter:
             )
         return info.to_wire()
 
-    async def _inference_of(self, request: McplRequest) -> tuple[Request, dict[str, Any], bool]:
-        """The kernel's request for an `inference/request`, its traces' fields and whether
-        it streams; -32602 naming a bad param, -32603 when no rule routes it."""
+    async def _inference_of(self, request: McplRequest) -> tuple[Request, bool]:
+        """The kernel's request for an `inference/request` and whether it streams; -32602
+        naming a bad param, -32603 when no rule routes it."""
         params = request.params
         feature_set = params.get("featureSet")
         conversation = params.get("conversationId")
@@ -300,8 +363,7 @@ class McplRouter:
             raise McplError(INVALID_PARAMS, "params.stream must be a boolean")
         messages, system = parse_messages(params.get("messages"))
         preferences = _preferences(params)
-        trace = {"serverId": request.server.name, "requestId": request.id, "streamed": stream}
-        model = await self._routed(feature_set, conversation, trace)
+        model = await self._routed(feature_set, conversation, _trace_fields(request, stream))
         inference = Request(
             model,
             messages,
@@ -315,7 +377,7 @@ class McplRouter:
                 "mcplRequestId": request.id,
             },
         )
-        return inference, trace, stream
+        return inference, stream
 
     async def _result(self, response: Response, trace: dict[str, Any]) -> dict[str, Any]:
         """The answer's result, traced ``mcpl:inference_complete``."""
@@ -358,44 +420,20 @@ class McplRouter:
             default_max_tokens=self._routing.default_max_tokens,
         )
 
-    async def _answered(
-        self, request: McplRequest, inference: Request, *, stream: bool, trace: dict[str, Any]
-    ) -> Response:
-        """The inference's response, or -32603 with its cause for every other ending; each
-        ending other than a response is traced ``mcpl:inference_fail``."""
-        model = inference.model
-        feature_set = inference.metadata["featureSet"]
-        try:
-            # Inside the try: a cancellation that comes while this trace goes out is traced.
-            await self._emit("mcpl:inference_start", model=model, featureSet=feature_set, **trace)
-            if stream:
-                response = await self._streamed(request, inference)
-            else:
-                response = await self._started.complete(inference)
-            problem = completion_problem(response)
-            if problem is not None:
-                raise InferenceError("unknown", problem, retryable=False)
-        except InferenceError as error:
-            if error.code == SHUTTING_DOWN:
-                # Woken from a hold or a backoff by the kernel stopping, this request
-                # may answer before the connection does: with the connection's words.
-                await self._emit("mcpl:inference_fail", model=model, error=error.message, **trace)
-                raise McplError(INTERNAL_ERROR, SHUTDOWN_MESSAGE) from None
-            message = failure_message(error)
-            await self._emit("mcpl:inference_fail", model=model, error=message, **trace)
-            raise McplError(INTERNAL_ERROR, message, error.data) from None
-        except asyncio.CancelledError:
-            # Not answered: the connection answers a shutdown, and a request the server
-            # cancelled gets no answer at all (MCP's base protocol).
-            await self._emit("mcpl:inference_fail", model=model, error=self._why(request), **trace)
-            raise
-        except Exception as exc:
-            # Not an ending of the inference (say, the connection closed under a chunk),
-            # but the request failed all the same: traced, then answered at the boundary.
-            why = str(exc) or type(exc).__name__
-            await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
-            raise
-        return response
+    async def _failed(self, model: str, why: str, trace: dict[str, Any]) -> None:
+        """The ``mcpl:inference_fail`` trace of an inference that ended without a result."""
+        await self._emit("mcpl:inference_fail", model=model, error=why, **trace)
+
+    async def _failure(self, error: InferenceError, model: str, trace: dict[str, Any]) -> McplError:
+        """The -32603 answering an inference that ended in `error`, traced first."""
+        if error.code == SHUTTING_DOWN:
+            # Woken from a hold or a backoff by the kernel stopping, this request
+            # may answer before the connection does: with the connection's words.
+            await self._failed(model, error.message, trace)
+            return McplError(INTERNAL_ERROR, SHUTDOWN_MESSAGE)
+        message = failure_message(error)
+        await self._failed(model, message, trace)
+        return McplError(INTERNAL_ERROR, message, error.data)
 
     def _why(self, cancelled: McplRequest) -> str:
         """Why a request's inference was cancelled, for its trace."""
@@ -408,29 +446,6 @@ class McplRouter:
         if self._context is not None and self._context.stopping.is_set():
             return "The host is shutting down"
         return "The inference was cancelled"
-
-    async def _streamed(self, request: McplRequest, inference: Request) -> Response:
-        """Forward visible text as chunks, in order, then hand back the response (or raise)."""
-        # Numbered from 0, and redacted across chunks: a key the provider echoes in two
-        # chunks is masked too (the frame's own redaction sees one chunk at a time).
-        chunks = request.chunk_stream()
-        async with aclosing(self._started.stream(inference)) as events:
-            async for event in events:
-                if type(event) is Token:
-                    if event.visible and event.text:
-                        waiting = chunks.send_now(event.text)  # no coroutine per chunk
-                        if waiting is not None:
-                            await waiting
-                elif isinstance(event, Complete):
-                    await chunks.end()
-                    return event.response
-                elif isinstance(event, Failed):
-                    raise event.error
-                elif isinstance(event, Aborted):
-                    if event.error.code == SHUTTING_DOWN:
-                        raise event.error
-                    raise InferenceError("timeout", aborted_message(event), retryable=False)
-        raise InferenceError("network", NO_RESULT_MESSAGE)  # the kernel always ends with one
 
     async def _emit(self, type: str, **fields: Any) -> None:
         if self._context is not None:

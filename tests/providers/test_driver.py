@@ -643,33 +643,30 @@ async def test_a_streamed_call_leaves_no_cancelled_timer_in_the_loop() -> None:
     assert during == (before, before[0] + before[1] + 1)  # and one live timer more: Silence
 
 
-async def test_a_streamed_calls_error_reply_that_stalls_after_its_head_times_out() -> None:
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 100\r\n\r\n{", id="error"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + WHOLE[:10], id="json-not-stream"
+        ),
+    ],
+)
+async def test_a_streamed_calls_body_read_whole_that_stalls_after_its_head_times_out(
+    reply: bytes,
+) -> None:
+    """An error reply, or a JSON reply where a stream was asked, is read whole with
+    aiohttp's read timeout back: a stall after its head still ends the call."""
     stalled = asyncio.Event()
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await server.read_request(reader)
-        writer.write(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 100\r\n\r\n{")
+        writer.write(reply)
         await writer.drain()
         await stalled.wait()
 
     async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
         end = terminal(await asyncio.wait_for(collect(local), 10))  # a hang fails, not waits
-        stalled.set()
-    assert isinstance(end, Failed) and end.error.kind == "timeout"
-    assert end.error.message.startswith("Timed out waiting for data")
-
-
-async def test_a_json_reply_that_stalls_where_a_stream_was_asked_times_out() -> None:
-    stalled = asyncio.Event()
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + WHOLE[:10])
-        await writer.drain()
-        await stalled.wait()
-
-    async with RawServer(handler) as server, provider(server.url, read_timeout_s=0.2) as local:
-        end = terminal(await asyncio.wait_for(collect(local), 10))
         stalled.set()
     assert isinstance(end, Failed) and end.error.kind == "timeout"
     assert end.error.message.startswith("Timed out waiting for data")

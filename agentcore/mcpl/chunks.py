@@ -14,8 +14,8 @@ message), and it goes to the session's `send_now` (`SessionHandle`): the session
 no coroutine of its own while the transport takes the frame at once. The frame is made by
 the stream's redactor (`StreamRedactor.feed_json`, and `flush_json` for the held tail) from
 text it has just redacted, so the boundary sends it without a second pass over the whole
-frame (`redaction.is_sealed`). A
-server handle without `send_now` (a test's stand-in) gets each chunk through its `notify`.
+frame (`redaction.is_sealed`). A server handle without `send_now` (a test's stand-in) gets
+each chunk through its `notify`.
 """
 
 from __future__ import annotations

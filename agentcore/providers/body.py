@@ -59,11 +59,15 @@ class default: slots too (its instance dict, 15 names, was ~0.3 KB), each starti
 class's default (`_DEFAULTS`, set before `ClientResponse.__init__` runs), so a slot never
 hides a default. A name the class makes a descriptor of (``_resolve_charset``, a function)
 is left to the dict."""
-_DEFAULTS = tuple(
-    (name, value)
+_SLOTTED_LATER = tuple(
+    name
     for name in _SET_LATER
-    if (value := getattr(aiohttp.ClientResponse, name, _SET_LATER)) is not _SET_LATER
-    and not hasattr(value, "__get__")
+    if not hasattr(getattr(aiohttp.ClientResponse, name, None), "__get__")
+)
+_DEFAULTS = tuple(
+    (name, getattr(aiohttp.ClientResponse, name))
+    for name in _SLOTTED_LATER
+    if hasattr(aiohttp.ClientResponse, name)
 )
 
 
@@ -79,8 +83,8 @@ class StreamedResponse(aiohttp.ClientResponse):
     the URL and the body stream stay.
     """
 
-    __slots__ = tuple(n for n in _SET_IN_INIT if not hasattr(aiohttp.ClientResponse, n)) + tuple(
-        n for n in _SET_LATER if not hasattr(getattr(aiohttp.ClientResponse, n, None), "__get__")
+    __slots__ = (
+        tuple(n for n in _SET_IN_INIT if not hasattr(aiohttp.ClientResponse, n)) + _SLOTTED_LATER
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

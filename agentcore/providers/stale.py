@@ -83,11 +83,11 @@ class ReuseAwareConnector(aiohttp.TCPConnector):
         protocol, made = connection.protocol, self._made
         if protocol is not None:
             sending = SENDING.get(asyncio.current_task())
-            if made is not None and protocol in made:
-                if sending is not None:
+            if made is not None:
+                if protocol not in made:
+                    made.add(protocol)
+                elif sending is not None:
                     sending.reused = True
-            elif made is not None:
-                made.add(protocol)
             if sending is not None and sending.connected is not None:
                 sending.connected(protocol)
         return connection

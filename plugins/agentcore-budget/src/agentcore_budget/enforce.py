@@ -305,9 +305,9 @@ class Enforcer:
         }
         scopes = [Scope(f"server:{n}", limit) for n, limit in self.settings.servers.items()]
         scopes += [Scope(f"provider:{n}", limit) for n, limit in self.settings.providers.items()]
+        end_ms = int(end.timestamp() * 1000)
         for scope in scopes:
-            key = scope.key(window, window_id)
-            used, reserved = await spent(store, key, int(end.timestamp() * 1000))
+            used, reserved = await spent(store, scope.key(window, window_id), end_ms)
             limit = scope.limit.max_usd
             out["budgets"].append(
                 {"scope": scope.name, "spentUsd": used, "reservedUsd": reserved, "maxUsd": limit}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -122,6 +123,21 @@ class TraceCapture:
             for e in self.events
             if e["type"].startswith("mcpl:") and e.get("requestId") == request_id
         ]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The objects on a JSONL file's whole lines, [] while it does not exist.
+
+    A process may be appending as this reads (``agentcore serve``'s trace sink, a server's
+    log): a line is whole once its newline is written, so the text after the last newline
+    is left for the next read. Split on "\\n" only: JSON text may hold U+2028 or U+0085,
+    which ``str.splitlines`` also splits on.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
 
 
 def pid_alive(pid: int) -> bool:

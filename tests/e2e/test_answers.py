@@ -34,6 +34,7 @@ from agentcore.inference import TERMINAL_TYPES, Complete, Request, StreamEvent, 
 from agentcore.kernel import Kernel
 from agentcore.providers.xml_parser import PREFIX
 from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing.serve import read_jsonl
 
 # Provider names: a = anthropic, o = openai (chat completions), r = openai-responses, g = gemini.
 WIRES = ("a", "o", "r", "g")
@@ -846,7 +847,7 @@ async def test_xml_answers_through_serve(
                 rid = await session.request("inference/request", params(case.wire, case.stream))
                 await session.answer(rid)
                 await loopback_provider.wait_idle(connections=False)
-                written = [json.loads(line) for line in traces.read_text().splitlines()]
+                written = read_jsonl(traces)
                 mcpl = [
                     {k: v for k, v in e.items() if k != "timestamp"}
                     for e in written
@@ -923,7 +924,7 @@ async def test_xml_answers_through_infer(
                 env=env,
             )
             out, err = await asyncio.wait_for(process.communicate(), 60)
-        written = [json.loads(line) for line in traces.read_text().splitlines()]
+        written = read_jsonl(traces)
         assert process.returncode is not None
         return process.returncode, out.decode(), err.decode(), written
 

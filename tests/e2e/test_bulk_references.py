@@ -21,6 +21,7 @@ from test_push_events import Reactor, event, start
 
 from agentcore.mcpl.bulk_fetch import sha256_digest
 from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing.serve import read_jsonl
 
 PLAN = b"The plan: oak for the mannequins."
 MISMATCHED = b"MISMATCHED-BYTES"
@@ -90,7 +91,7 @@ async def run_turn(
     code, stdout, stderr = await finish(process)
     assert code == 0, stderr
     assert json.loads(stdout)["content"] == "Noted."  # the turn completed
-    seen = [json.loads(line) for line in traces.read_text().splitlines()]
+    seen = read_jsonl(traces)
     body = json.dumps(provider.calls[0].body)
     return body, [t for t in seen if t["type"] == "mcpl:bulk_reference"]
 

@@ -12,7 +12,6 @@ in the traces, the log and the console's ``/status``.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from e2e_rig import PROVIDERS, settings_sections
 from e2e_support import TIMEOUT_S, Hub, serving
 
 from agentcore.testing import LoopbackServer
+from agentcore.testing.serve import read_jsonl
 
 INITIAL_S = 0.1
 MAX_S = 1.6
@@ -87,11 +87,7 @@ async def test_a_server_that_drops_every_session_is_reconnected_ever_later_and_r
         code, _, stderr = await served.stop()
     assert code == 0, stderr
 
-    states = [
-        t
-        for t in map(json.loads, traces.read_text().splitlines())
-        if t["type"] == "mcpl:server_state"
-    ]
+    states = [t for t in read_jsonl(traces) if t["type"] == "mcpl:server_state"]
     waits = [t for t in states if t["state"] == "reconnecting"]
     assert [t["attempt"] for t in waits] == list(range(1, SESSIONS))
     delays = [t["delayMs"] / 1000 for t in waits]

@@ -25,6 +25,7 @@ from e2e_support import (
 from test_host_turns import ALL_HOOKS, LIFECYCLE, inj, injecting, lifecycle, script
 
 from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing.serve import read_jsonl
 
 PATIENT = {"progress_timeout_s": 30.0, "request_timeout_s": 30.0}
 
@@ -89,7 +90,7 @@ async def test_infer_conversation_runs_one_turn_with_the_servers(
     assert session.unanswered_or_twice() == {}
     phases = [n["phase"] for n in session.notifications("inference/lifecycle")]
     assert phases == ["started", "completed"]
-    seen = [json.loads(line) for line in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    seen = read_jsonl(tmp_path / "traces.jsonl")
     (trace,) = [t for t in seen if t["type"] == "mcpl:context_hook"]
     assert (trace["serverId"], trace["outcome"], trace["injections"]) == ("memory", "ok", 1)
 

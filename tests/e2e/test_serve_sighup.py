@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ from e2e_support import (
 
 from agentcore.mcpl.digest import manifest_digest
 from agentcore.testing import LoopbackServer
+from agentcore.testing.serve import read_jsonl
 
 DENIED = {
     "code": -32002,
@@ -116,7 +116,7 @@ async def test_serve_applies_a_changed_grant_on_sighup(
     assert len(session.requests_of("featureSets/update")) == 3
     changes = [
         {k: t[k] for k in ("serverId", "added", "removed", "receipt")}
-        for t in map(json.loads, log.read_text().splitlines())
+        for t in read_jsonl(log)
         if t["type"] == "mcpl:policy_change"
     ]
     assert changes == [
@@ -209,11 +209,7 @@ async def test_serve_follows_a_manifest_change_and_answers_push_events(
         assert gone.error["code"] == -32003
         code, _, stderr = await served.stop()
     assert code == 0, stderr
-    [receipt] = [
-        t
-        for t in map(json.loads, log.read_text().splitlines())
-        if t["type"] == "mcpl:manifest_change"
-    ]
+    [receipt] = [t for t in read_jsonl(log) if t["type"] == "mcpl:manifest_change"]
     assert receipt["impacts"] == [
         {"impact": "feature-degraded", "disposition": "applied", "featureSet": "fs.push"}
     ]

@@ -10,7 +10,6 @@ closed (the loopback server is idle), the stdio server process is gone, and the 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import signal
@@ -40,6 +39,7 @@ from agentcore.kernel import Kernel
 from agentcore.mcpl.connection import SHUTDOWN_MESSAGE
 from agentcore.mcpl.host import McplHost
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
+from agentcore.testing.serve import read_jsonl
 
 LIFESPAN = Path(__file__).parent / "servers" / "lifespan_server.py"
 SHUTTING_DOWN = {"code": -32603, "message": SHUTDOWN_MESSAGE}
@@ -187,7 +187,7 @@ def serve_settings(
 
 
 def traces(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return read_jsonl(path)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

@@ -22,6 +22,7 @@ from e2e_support import AGENTCORE, TIMEOUT_S, Hub, ServerSession, finish, serve
 
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
 from agentcore.testing.redis import RedisServer
+from agentcore.testing.serve import read_jsonl
 from agentcore.testing.server import API_KEY_ENV
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
@@ -104,7 +105,7 @@ async def test_costs_in_the_traces_are_the_configured_prices_on_every_wire(
             process.kill()
             await process.wait()
     assert code == 0, stderr
-    events = [json.loads(line) for line in traces.read_text().splitlines()]
+    events = read_jsonl(traces)
     unpriced = [e for e in events if e.get("model") == UNPRICED]
     assert [e["costUsd"] for e in unpriced if e["type"] == "inference:complete"] == [None, None]
     warned = [e for e in events if e["type"] == "inference:unpriced"]
@@ -185,7 +186,7 @@ async def test_a_server_budget_refuses_before_the_provider_and_agentcore_spend_a
     data = error["data"]
     assert (data["reason"], data["scope"], data["maxUsd"]) == ("budget", "server:srv", 0.004)
     assert data["resetsAt"].endswith("T00:00:00Z")
-    events = [json.loads(line) for line in traces.read_text().splitlines()]
+    events = read_jsonl(traces)
     costs = [e["costUsd"] for e in events if e["type"] == "mcpl:inference_complete"]
     assert len(costs) == len(passed) and sum(costs) <= 0.004
     assert data["spentUsd"] == pytest.approx(sum(costs))

@@ -6,7 +6,6 @@ when a request fails before any reply, the message says so, not "mid-reply"."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from e2e_support import AGENTCORE, REPO, without_agentcore_env
 
 from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+from agentcore.testing.serve import read_jsonl
 
 CLOSED = "The provider closed the connection before any reply"
 RESENT = (
@@ -45,7 +45,7 @@ def infer(
         env={**without_agentcore_env(), API_KEY_ENV: API_KEY},
         check=False,
     )
-    seen = [json.loads(line) for line in traces.read_text().splitlines()]
+    seen = read_jsonl(traces)
     return done, seen
 
 

@@ -21,6 +21,7 @@ from e2e_rig import PROVIDERS, RETRY, ROUTING
 from e2e_support import TIMEOUT_S, serving, until
 
 from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing.serve import read_jsonl
 
 SERVER = Path(__file__).parent / "servers" / "ts_core_server.py"
 USER = [{"role": "user", "content": "Consolidate these notes."}]
@@ -58,10 +59,7 @@ class TsServer:
         self.path = path
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        events = [json.loads(line) for line in self.path.read_text().splitlines()]
-        return [e for e in events if kind is None or e["event"] == kind]
+        return [e for e in read_jsonl(self.path) if kind is None or e["event"] == kind]
 
     def received(self, method: str) -> list[dict[str, Any]]:
         return [
@@ -127,8 +125,7 @@ def settings(
 
 
 def traced(traces: Path, kind: str) -> list[dict[str, Any]]:
-    events = [json.loads(line) for line in traces.read_text().splitlines()]
-    return [e for e in events if e["type"] == kind]
+    return [e for e in read_jsonl(traces) if e["type"] == kind]
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from e2e_rig import RigFactory
 from e2e_support import HOSTILE_SERVER, Served, serving, until, without_agentcore_env
 
 from agentcore.testing import LoopbackServer, Scenario
+from agentcore.testing.serve import read_jsonl
 
 HOSTILE = HOSTILE_SERVER
 RSS_BOUND_KB = 300 * 1024
@@ -86,10 +87,7 @@ def peak_rss_kb(pid: int) -> int:
 
 
 def traces(path: Path, type_: str) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [e for e in events if e["type"] == type_]
+    return [e for e in read_jsonl(path) if e["type"] == type_]
 
 
 async def stop(served: Served) -> str:

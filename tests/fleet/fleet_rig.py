@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 from e2e_support import TIMEOUT_S, Hub, ServerSession, finish, serve
 
 from agentcore.testing import Call
+from agentcore.testing.serve import read_jsonl
 
 START_TIMEOUT_S = 30.0
 """How long replicas may take to start and connect: several `serve` processes import
@@ -54,10 +54,7 @@ class Replica:
         return rid
 
     def traces(self, *types: str) -> list[dict[str, Any]]:
-        if not self.traces_path.exists():
-            return []
-        events = [json.loads(line) for line in self.traces_path.read_text().splitlines() if line]
-        return [e for e in events if not types or e["type"] in types]
+        return [e for e in read_jsonl(self.traces_path) if not types or e["type"] in types]
 
     async def wait_trace(self, type: str, timeout: float = TIMEOUT_S) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

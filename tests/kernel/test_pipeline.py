@@ -36,6 +36,7 @@ from agentcore.inference import (
     Token,
 )
 from agentcore.inference.calls import GiveUp, Retry
+from agentcore.testing.serve import read_jsonl
 from agentcore.traces import JsonlTraceSink
 
 GUARD_S = 5.0
@@ -522,6 +523,19 @@ async def test_the_jsonl_sink_appends_across_kernels(make_kernel, scripted, tmp_
             await collect(kernel.stream(request()))
     types = [json.loads(x)["type"] for x in path.read_text().splitlines()]
     assert types == ["inference:start", "inference:complete"] * 2
+
+
+def test_a_reader_of_a_trace_file_being_written_takes_its_whole_lines_only(tmp_path):
+    # A running serve appends as tests and tools read; a line can be seen half written
+    # (a write that crosses a page boundary). U+2028 inside a string is not a line end.
+    path = tmp_path / "traces.jsonl"
+    assert read_jsonl(path) == []
+    whole = json.dumps({"type": "acme:note", "text": "a\u2028b"}, ensure_ascii=False) + "\n"
+    path.write_text(whole + '{"type": "mcpl:limit", "timestamp": 17', encoding="utf-8")
+    assert read_jsonl(path) == [{"type": "acme:note", "text": "a\u2028b"}]
+    with path.open("a", encoding="utf-8") as f:
+        f.write("96578775}\n")
+    assert [t["type"] for t in read_jsonl(path)] == ["acme:note", "mcpl:limit"]
 
 
 async def test_the_jsonl_sink_keeps_a_trace_that_holds_a_lone_surrogate(make_kernel, tmp_path):

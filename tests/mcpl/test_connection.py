@@ -33,6 +33,7 @@ from agentcore.mcpl.protocol import (
     McplRequest,
 )
 from agentcore.mcpl.transports import ReconnectPolicy, stdio_factory
+from agentcore.testing.serve import read_jsonl
 
 TIMEOUT = 10.0
 
@@ -471,7 +472,7 @@ async def test_close_answers_inflight_requests_exactly_once(
     with pytest.raises(ConnectionClosed):
         await conn.notify("anything", {})
 
-    read = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    read = read_jsonl(log)
     answers = [m for m in read if m.get("id") in (501, 502)]
     assert sorted(m["id"] for m in answers) == [501, 502]
     for answer in answers:

@@ -38,6 +38,7 @@ from agentcore.testing.fuzz.oracle import (
     id_key,
 )
 from agentcore.testing.fuzz.scenarios import Scenario, scenarios
+from agentcore.testing.serve import read_jsonl
 from agentcore.traces import JsonlTraceSink
 
 # -- running one --------------------------------------------------------------------
@@ -126,9 +127,7 @@ class Rig:
         """Every trace reached the JSONL file whole (SPEC §13.2: the audit trail), one
         `mcpl:inference_start` for each call the provider took."""
         starts = 0
-        # Split on "\n" only: JSON text may hold U+2028 or U+0085, which splitlines() splits on.
-        for line in self.traces.read_text(encoding="utf-8").split("\n")[:-1]:
-            trace = json.loads(line)
+        for trace in read_jsonl(self.traces):
             starts += trace.get("type") == "mcpl:inference_start"
         assert starts == len(self.provider.calls), (
             f"{len(self.provider.calls)} provider calls, {starts} mcpl:inference_start traces"

@@ -114,6 +114,9 @@ class Silence:
     The head: the wait begins when the request has its connection (`connected`, told by
     the connector: connecting is ``connect_timeout_s``'s), and a head not whole by the
     timeout fails the connection as aiohttp's read timeout would (its error, its words).
+    While the request's body is still going out (a large one on a slow link: aiohttp's
+    writer paused), the wait begins again: like aiohttp, the head is timed from the body's
+    end, here seen to within an eighth of the timeout.
     A body read whole (an error reply, a JSON reply) is aiohttp's to time again (`whole`);
     a streamed one is this one's (`reading`): past the timeout, it fails with a timeout.
     """
@@ -150,6 +153,10 @@ class Silence:
 
     def __call__(self) -> None:
         """The timer: re-armed while the wait is shorter than the timeout, else it fails."""
+        if self._content is None and self._protocol is not None and self._protocol.writing_paused:
+            self.since = monotonic()  # the body is still being sent: the head is not due
+            self._handle = self._loop.call_later(self._timeout / 8, self, context=TIMER_CONTEXT)
+            return
         waited = monotonic() - self.since
         if waited < self._timeout:
             again = self._timeout - max(waited, 0.0)

@@ -12,6 +12,7 @@ import gzip
 import inspect
 import json
 import os
+import socket
 import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,9 +37,16 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 class RawServer:
     """A TCP server running `handler` per connection, counting connections."""
 
-    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        receive_buffer: int | None = None,
+    ) -> None:
         self.handler = handler
         self.ssl = ssl_context
+        self.receive_buffer = receive_buffer  # SO_RCVBUF: a small one stalls a large upload
         self.connections = 0
         self.requests: list[bytes] = []
         self._server: asyncio.Server | None = None
@@ -53,7 +61,10 @@ class RawServer:
             finally:
                 writer.close()
 
-        self._server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=self.ssl)
+        listener = socket.create_server(("127.0.0.1", 0))
+        if self.receive_buffer is not None:  # accepted sockets inherit it
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+        self._server = await asyncio.start_server(serve, sock=listener, ssl=self.ssl)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -228,6 +239,28 @@ async def test_silence_past_the_read_timeout_is_a_timeout() -> None:
         "Timed out waiting for data (no bytes from the provider for 0.5 s: read_timeout_s)"
     )
     assert visible(events) == "Hi "
+
+
+async def test_a_heads_read_timeout_begins_once_a_large_body_is_sent() -> None:
+    """As with aiohttp's own timer, the head is timed from the request body's end: a
+    provider that takes a large body slower than the read timeout, then answers at once,
+    is answered (a big image over a slow link)."""
+    large = request("x" * (8 << 20))  # more than both kernels' socket buffers hold
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(1.5)  # three read timeouts before a byte is read: the upload stalls
+        await server.read_request(reader)
+        writer.write(chunked(STREAM))
+        await writer.drain()
+
+    async with (
+        RawServer(handler, receive_buffer=16 << 10) as server,
+        provider(server.url, read_timeout_s=0.5) as local,
+    ):
+        events = await collect(local, large)
+    assert isinstance(terminal(events), Complete), terminal(events)
+    assert visible(events) == "Hello there"
+    assert len(server.requests[0]) > 8 << 20
 
 
 async def test_a_provider_silent_before_its_head_times_out_on_the_read_timeout() -> None:

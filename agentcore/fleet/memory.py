@@ -121,11 +121,22 @@ class MemoryFleetStore:
 
     # -- limits: semaphores and windows ------------------------------------------------
 
-    def _live_slots(self, key: str, now: float) -> dict[str, float]:
-        slots = self._slots.setdefault(key, {})
-        for holder in [h for h, end in slots.items() if end <= now]:
-            del slots[holder]
-        return slots
+    def _slot_free(self, key: str, holder: str, limit: int, now: float) -> bool:
+        """`holder` has a slot of `key`'s `limit` or may take one. A lease that ran out (its
+        holder stopped renewing) is looked for only when the slots look full, so a call
+        that fits costs the same with a thousand slots held as with one."""
+        held = self._slots.get(key)
+        if not held or holder in held or len(held) < limit:
+            return True
+        for lapsed in [h for h, end in held.items() if end <= now]:
+            del held[lapsed]
+        return len(held) < limit
+
+    def _renew_slot(self, key: str, holder: str, until: float, now: float) -> None:
+        """A lease still running runs on to `until`; one that ran out is not taken again."""
+        held = self._slots.get(key)
+        if held is not None and held.get(holder, now) > now:
+            held[holder] = until
 
     async def take(
         self,
@@ -146,20 +157,17 @@ class MemoryFleetStore:
             if len(takes) >= per_window:
                 return Refusal("window", takes[0] + window_s - now)
         if slots is not None:
-            held = self._live_slots(key, now)
-            if holder not in held and len(held) >= slots:
+            if not self._slot_free(key, holder, slots, now):
                 return Refusal("slots")
-            held[holder] = now + lease_s
+            self._slots.setdefault(key, {})[holder] = now + lease_s
         if takes is not None:
             takes.append(now)
         return None
 
     async def renew_slots(self, key: str, holders: list[str], lease_s: float) -> None:
         now = time.monotonic()
-        slots = self._live_slots(key, now)
         for holder in holders:
-            if holder in slots:
-                slots[holder] = now + lease_s
+            self._renew_slot(key, holder, now + lease_s, now)
 
     async def release_slot(self, key: str, holder: str) -> bool:
         slots = self._slots.get(key)
@@ -208,8 +216,9 @@ class MemoryFleetStore:
                 return None, "probe", hold.reason
             return None
         if claim.kind == SLOTS:
-            held = self._live_slots(key, now)
-            return None if holder in held or len(held) < int(args[0]) else (None, "slots", None)
+            return (
+                None if self._slot_free(key, holder, int(args[0]), now) else (None, "slots", None)
+            )
         if claim.kind == WINDOW:
             window_s = float(args[1]) / 1000
             takes = self._windows.setdefault(key, deque())
@@ -229,7 +238,7 @@ class MemoryFleetStore:
             hold.expires = now + float(claim.args[0]) / 1000 + hold.linger
             return 1
         if claim.kind == SLOTS:
-            self._live_slots(claim.key, now)[holder] = now + float(claim.args[1]) / 1000
+            self._slots.setdefault(claim.key, {})[holder] = now + float(claim.args[1]) / 1000
             return 0
         if claim.kind == WINDOW:
             self._windows.setdefault(claim.key, deque()).append(now)
@@ -266,9 +275,7 @@ class MemoryFleetStore:
                 if hold is not None and hold.probe == holder:
                     self._take(claim, holder, now)
             elif claim.kind == SLOTS:
-                slots = self._live_slots(claim.key, now)
-                if holder in slots:
-                    slots[holder] = now + float(claim.args[1]) / 1000
+                self._renew_slot(claim.key, holder, now + float(claim.args[1]) / 1000, now)
             elif claim.kind != WINDOW:
                 self._kind(claim).renew(self._call(claim, holder))
 

@@ -227,6 +227,17 @@ async def test_a_slot_whose_lease_ran_out_comes_back(store: FleetStore) -> None:
     assert await slot(store, "p", "b", 1, LEASE_S)
 
 
+async def test_renewing_a_slot_whose_lease_ran_out_does_not_take_it_again(
+    store: FleetStore,
+) -> None:
+    # A holder that stopped renewing (a stalled replica) has lost its slot: a late renewal
+    # would hold the slot without a check, so it must not bring the slot back.
+    assert await slot(store, "p", "late", 1, 0.5)
+    await asyncio.sleep(0.55)
+    await store.renew_slots("p", ["late"], LEASE_S)
+    assert await slot(store, "p", "b", 1, LEASE_S)
+
+
 async def test_a_renewed_slot_stays(store: FleetStore) -> None:
     # A 1 s lease renewed at 0.6 s, "b" refused at 1.2 s: past the first lease, so only the
     # renewal keeps the slot. 0.4 s to spare at each step (0.15 s renewed every 0.08 s had

@@ -164,6 +164,8 @@ class ProviderSettings(Section):
     max_connections: int | None = Field(default=None, ge=1)
     """Concurrent HTTP connections to this provider; None: no cap."""
     max_keepalive_connections: int = Field(default=MAX_KEEPALIVE_CONNECTIONS, ge=0)
+    """The most idle connections kept open for reuse (each closes after 15 s unused); a
+    connection given back when that many wait is closed. 0: no keep-alive."""
     delay_s: float = Field(default=0.0, ge=0)
     """echo only: the pause before each word."""
     models: dict[str, ModelSettings] = Field(default_factory=dict)

@@ -13,7 +13,8 @@ connection on every path: done, failed, or the consumer closed the stream early.
 
 HTTP is aiohttp's client: one `ClientSession` per provider, made on first use (it
 must be made inside the event loop), with ``[providers.NAME] max_connections`` as
-the connector's limit (``max_keepalive_connections = 0``: no keep-alive), TLS
+the connector's limit and ``max_keepalive_connections`` the most it keeps idle (0: no
+keep-alive), TLS
 verified against the system's CAs (``SSL_CERT_FILE`` honoured), and the connect and
 read timeouts from settings (a streamed call's read timeout, head and body, is the
 driver's own, `Silence`: one timer per call, where aiohttp's left two cancelled ones).
@@ -118,10 +119,14 @@ class HTTPProvider:
         """The provider's pooled session; with `fresh`, a second one whose every request
         opens a connection of its own (a request sent again after a stale pooled one)."""
         config = self._config
-        keepalive = config.max_keepalive_connections > 0 and not fresh
+        keep_idle = config.max_keepalive_connections
+        keepalive = keep_idle != 0 and not fresh
         # Only a pooled connection can be reused: only then is it told apart (`stale`).
         connector = ReuseAwareConnector(
-            pooled=keepalive, limit=config.max_connections or 0, force_close=not keepalive
+            pooled=keepalive,
+            keep_idle=keep_idle,
+            limit=config.max_connections or 0,
+            force_close=not keepalive,
         )
         timeout = aiohttp.ClientTimeout(
             total=None,

@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ConnectionKey
 
 from agentcore.inference import InferenceError
 
@@ -70,11 +71,26 @@ class ReuseAwareConnector(aiohttp.TCPConnector):
     """A `TCPConnector` that tells the `Sending` in `SENDING` the connection it hands out
     (`Sending.connected`), and, when `pooled`, marks it when that connection is one it
     handed out before: a pooled connection, reused. It remembers the connections it made
-    by weak reference, so a closed one is forgotten with it."""
+    by weak reference, so a closed one is forgotten with it. It keeps at most `keep_idle`
+    connections idle in its pool."""
 
-    def __init__(self, *, pooled: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, pooled: bool = True, keep_idle: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._made: weakref.WeakSet[ResponseHandler] | None = weakref.WeakSet() if pooled else None
+        self._keep_idle = keep_idle  # ``max_keepalive_connections``; None: aiohttp's (no cap)
+
+    def _release(
+        self,
+        key: ConnectionKey,
+        protocol: ResponseHandler,
+        *,
+        should_close: bool = False,
+    ) -> None:
+        """A connection given back is kept idle for reuse only while fewer than
+        `keep_idle` are (aiohttp keeps every one until its keep-alive timeout)."""
+        if self._keep_idle is not None and len(self._conns.get(key, ())) >= self._keep_idle:
+            should_close = True
+        super()._release(key, protocol, should_close=should_close)
 
     async def connect(
         self, req: aiohttp.ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout

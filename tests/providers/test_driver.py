@@ -201,6 +201,33 @@ async def test_no_keepalive_when_max_keepalive_connections_is_zero() -> None:
     assert server.connections == 2
 
 
+async def test_max_keepalive_connections_caps_the_connections_kept_idle() -> None:
+    # Three calls at once take three connections; given back, one is kept and two are
+    # closed, so the next three at once make two new ones.
+    arrived: list[asyncio.Event] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            gate = arrived[(len(server.requests) - 1) // 3]
+            if len(server.requests) % 3 == 0:
+                gate.set()  # the round's third request: all three answer
+            await gate.wait()
+            writer.write(chunked(STREAM))
+            await writer.drain()
+
+    async with (
+        RawServer(handler) as server,
+        provider(server.url, max_keepalive_connections=1) as local,
+    ):
+        for round_ in range(2):
+            arrived.append(asyncio.Event())
+            ends = await asyncio.gather(*(collect(local) for _ in range(3)))
+            assert all(isinstance(terminal(events), Complete) for events in ends)
+            assert server.connections == 3 + 2 * round_
+    assert len(server.requests) == 6
+
+
 async def test_leaving_a_stream_early_closes_its_connection() -> None:
     closed = asyncio.Event()
 

@@ -43,6 +43,9 @@ class ToolUseBlock:
     name: str
     input: dict[str, Any] = field(default_factory=dict)
     type: Literal["tool_use"] = "tool_use"
+    signature: str | None = field(default=None, compare=False)
+    """The provider's opaque signature of the call (Gemini's ``thoughtSignature``), sent
+    back with it when the conversation goes on; not part of the call's equality."""
 
 
 @dataclass(slots=True)

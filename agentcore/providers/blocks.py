@@ -47,7 +47,7 @@ class Block:
             return TextBlock(text)
         if self.type == "thinking":
             return ThinkingBlock(text, self.signature)
-        return ToolUseBlock(self.id, self.name, json_object(text))
+        return ToolUseBlock(self.id, self.name, json_object(text), signature=self.signature)
 
 
 class Blocks:

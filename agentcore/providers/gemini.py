@@ -8,6 +8,13 @@ The request: ``contents`` with roles ``user`` and ``model`` (a tool call is a
 ``stopSequences`` and ``temperature``; tools as ``functionDeclarations`` with their
 JSON schema (``parametersJsonSchema``).
 
+Thought signatures: a call's ``functionCall`` part may carry a ``thoughtSignature``
+(Gemini 3 signs the first call of each step), kept on its `ToolUseBlock` and sent back
+with the call. Gemini 3 refuses a request whose current turn has a step whose first call
+has none (400, "missing a thought_signature"), so a call with no signature of its own
+(made by another provider, or by the host) goes first in its step with Google's
+documented ``skip_thought_signature_validator``.
+
 Every streamed event is a whole ``GenerateContentResponse``: the first candidate's
 ``content.parts`` (``text``; ``thought: true`` marks thinking, never visible;
 ``functionCall``, sent whole), its ``finishReason`` on the last, ``usageMetadata``
@@ -113,17 +120,28 @@ def request_body(request: Request) -> dict[str, Any]:
     return body
 
 
+SKIP_SIGNATURE_CHECK = "skip_thought_signature_validator"
+"""The ``thoughtSignature`` Google documents for a call Gemini did not sign."""
+
+
 def _content(message: Message, names: dict[str, str]) -> dict[str, Any]:
-    """One message as a ``Content``. Earlier thinking is not sent back."""
+    """One message as a ``Content``. Earlier thinking is not sent back; the calls' thought
+    signatures are (the module's docstring says why)."""
     parts: list[dict[str, Any]] = []
+    signed = False  # the message's first call went with a signature
     for block in message.content:
         if isinstance(block, TextBlock):
             parts.append({"text": block.text})
         elif isinstance(block, ToolUseBlock):
             names[block.id] = block.name
-            parts.append(
-                {"functionCall": {"id": block.id, "name": block.name, "args": block.input}}
-            )
+            part: dict[str, Any] = {
+                "functionCall": {"id": block.id, "name": block.name, "args": block.input}
+            }
+            signature = block.signature or (None if signed else SKIP_SIGNATURE_CHECK)
+            if signature is not None:
+                part["thoughtSignature"] = signature
+            signed = True
+            parts.append(part)
         elif isinstance(block, ToolResultBlock):
             name = names.get(block.tool_use_id, "")
             result = {"id": block.tool_use_id, "name": name, "response": {"content": block.content}}
@@ -258,6 +276,7 @@ class GeminiTranslator(Translator):
                 block = blocks.start(
                     out, blocks.next_index, "tool_use", call_id, call.get("name") or ""
                 )
+                block.signature = part.get("thoughtSignature")
                 blocks.add(out, block, json.dumps(call.get("args") or {}))
                 blocks.stop(out, block)
                 continue
@@ -302,7 +321,8 @@ class GeminiTranslator(Translator):
         if call is not None:
             self.calls += 1
             call_id = call.get("id") or f"call_{self.calls}"
-            return [ToolUseBlock(call_id, call.get("name") or "", dict(call.get("args") or {}))]
+            name, args = call.get("name") or "", dict(call.get("args") or {})
+            return [ToolUseBlock(call_id, name, args, signature=part.get("thoughtSignature"))]
         text = part.get("text")
         if not isinstance(text, str) or not text:
             return []

@@ -24,12 +24,14 @@ from agentcore.inference import (
     TextBlock,
     ThinkingBlock,
     Token,
+    ToolResultBlock,
     ToolUseBlock,
 )
 from agentcore.kernel import Kernel
 from agentcore.providers.errors import MID_STREAM
 from agentcore.providers.openai import FINISH_ERROR
 from agentcore.testing import API_KEY, API_KEY_ENV, LoopbackServer, Scenario
+from agentcore.testing.wires.gemini import thought_signature
 
 LOOPBACK_ENV = {API_KEY_ENV: API_KEY}  # the key only: no AGENTCORE_* overrides
 
@@ -204,6 +206,29 @@ class TestCompletes:
         ]
         if streamed:
             assert outcome.visible == "Let me check."  # tool input is never visible
+
+    async def test_a_tool_loop_sends_the_reply_back_with_the_result(
+        self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool
+    ) -> None:
+        """The loop's next call carries the reply as it came, then the tool's result, and
+        the wire takes it. Gemini's call goes back with the signature it was signed with:
+        Gemini 3 refuses a current turn whose call lost it (the loopback does too)."""
+        first = Scenario.tool_use("get_weather", {"city": "Oslo"}, text="Let me check.")
+        got = response(await play(loopback_provider, kernel_for, provider, streamed, first))
+        [call] = got.tool_calls
+        history = [
+            Message.user("Weather in Oslo?"),
+            Message("assistant", list(got.content)),
+            Message("user", [ToolResultBlock(call.id, "4 C, clear")]),
+        ]
+        loopback_provider.script(Scenario.text("4 degrees."), provider=provider)
+        async with kernel_for() as kernel:
+            second = await kernel.complete(Request(f"{provider}:model-x", history))
+        assert second.text == "4 degrees."
+        if provider == "gemini":
+            contents = loopback_provider.calls_to(provider)[-1].body["contents"]
+            sent = contents[1]["parts"][-1]
+            assert sent["thoughtSignature"] == thought_signature("toolu_loopback_1")
 
     async def test_tool_use_cut_at_max_tokens(
         self, loopback_provider: LoopbackServer, kernel_for: Any, provider: str, streamed: bool

@@ -19,6 +19,7 @@ from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
 from agentcore.testing import API_KEY, LoopbackServer, Scenario
+from agentcore.testing.wires.gemini import thought_signature
 
 MODEL = "model-x"
 SERVED = "served-sdk-1"
@@ -463,6 +464,43 @@ def test_gemini_rate_limit_states_its_wait_in_retry_info(
     details = info.value.details["error"]["details"]
     assert details == [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "30s"}]
     assert loopback_provider.calls[-1].headers["x-goog-api-key"] == API_KEY
+
+
+def test_gemini_thought_signatures_go_round_as_the_sdk_sends_them(
+    loopback_provider: LoopbackServer,
+) -> None:
+    """google-genai reads the loopback's signed call and sends the model's turn back as it
+    came: accepted. The same history with the signature dropped (what a host that rebuilds
+    the call sends) is refused as Gemini 3 refuses it, 400 naming the missing signature."""
+    client = genai.Client(
+        api_key=API_KEY, http_options=genai_types.HttpOptions(base_url=loopback_provider.url)
+    )
+    loopback_provider.script(Scenario.tool_use("get_weather", {"city": "Oslo"}))
+    first = client.models.generate_content(model=MODEL, contents=PROMPT)
+    assert first.candidates and first.candidates[0].content
+    turn = first.candidates[0].content
+    [call] = [p for p in turn.parts or [] if p.function_call is not None]
+    assert call.thought_signature  # bytes, decoded from the wire's base64
+    answer = genai_types.Part.from_function_response(name="get_weather", response={"c": 4})
+    history = [
+        genai_types.Content(role="user", parts=[genai_types.Part.from_text(text=PROMPT)]),
+        turn,
+        genai_types.Content(role="user", parts=[answer]),
+    ]
+    loopback_provider.script(Scenario.text("4 degrees."))
+    assert client.models.generate_content(model=MODEL, contents=history).text == "4 degrees."
+    sent = loopback_provider.calls[-1].body["contents"][1]["parts"]
+    assert sent[-1]["thoughtSignature"] == thought_signature("toolu_loopback_1")
+
+    unsigned = turn.model_copy(
+        update={"parts": [p.model_copy(update={"thought_signature": None}) for p in turn.parts]}
+    )
+    loopback_provider.script(Scenario.text("never played"))
+    with pytest.raises(genai_errors.ClientError) as info:
+        client.models.generate_content(model=MODEL, contents=[history[0], unsigned, history[2]])
+    assert (info.value.code, info.value.status) == (400, "INVALID_ARGUMENT")
+    assert "Function call is missing a thought_signature" in str(info.value.message)
+    assert "`default_api:get_weather`, position 2" in str(info.value.message)
 
 
 @modes

@@ -210,6 +210,50 @@ def test_gemini_thinking_text_and_tool_call_at_every_split() -> None:
         assert all(e.visible == (e.block == "text") for e in events if isinstance(e, Token))
 
 
+SIGNED = "CiwBjz1rX2Vuc2lnbmVkLXBhcmlzLXN0ZXAtMQ=="
+
+
+def test_gemini_3_signs_the_first_of_parallel_calls_and_the_signature_is_kept() -> None:
+    payload = fixture("gemini3_parallel_calls.sse")
+    whole = json.loads(payload.split(b"data: ")[1])
+    for response in [
+        *(complete(translate(gemini(), chunks)).response for chunks in splits(payload, every=53)),
+        gemini().reply(whole),
+    ]:
+        paris, london = response.tool_calls
+        assert (paris.id, paris.input, paris.signature) == (
+            "fc_paris",
+            {"location": "Paris"},
+            SIGNED,
+        )
+        assert (london.id, london.signature) == ("fc_london", None)
+
+
+def test_gemini_sends_each_calls_thought_signature_back_with_it() -> None:
+    # The host's next request carries the reply as it came: Gemini 3 refuses a current
+    # turn whose step's first call lost its signature (400 "missing a thought_signature").
+    reply = complete(translate(gemini(), [fixture("gemini3_parallel_calls.sse")])).response
+    results = [
+        ToolResultBlock("fc_paris", "18 \u00b0C"),
+        ToolResultBlock("fc_london", "12 \u00b0C"),
+    ]
+    unsigned = [ToolUseBlock("c1", "get_weather"), ToolUseBlock("c2", "get_weather")]
+    conversation = [
+        Message.user("Weather in Paris and London?"),
+        Message("assistant", list(reply.content)),
+        Message("user", list(results)),
+        Message("assistant", list(unsigned)),  # calls another provider made
+    ]
+    contents = gemini_body(Request("g:gemini-3-pro-preview", conversation))["contents"]
+    signatures = [[p.get("thoughtSignature") for p in c["parts"]] for c in contents]
+    assert signatures == [
+        [None],
+        [SIGNED, None],  # only the first of parallel calls is signed, as Gemini signs them
+        [None, None],
+        ["skip_thought_signature_validator", None],
+    ]
+
+
 def test_gemini_error_chunk_mid_stream() -> None:
     events = translate(gemini(), [fixture("gemini_error_mid_stream.sse")])
     error = failed(events)
@@ -316,7 +360,9 @@ def test_gemini_request_body() -> None:
                         "id": "call_1",
                         "name": "get_weather",
                         "args": {"city": "Z\u00fcrich"},
-                    }
+                    },
+                    # A call Gemini did not sign goes with Google's documented skip value.
+                    "thoughtSignature": "skip_thought_signature_validator",
                 },
             ],
         },

@@ -4,6 +4,7 @@ errors are ``{"error": {"code", "message", "status", "details"}}``, mid-stream t
 
 from __future__ import annotations
 
+import base64
 from typing import Any, ClassVar
 
 from agentcore.testing.scenarios import (
@@ -60,6 +61,12 @@ _QUOTA_FAILURE = {
 }
 _BLOCKED = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
 RESPONSE_ID = "loopback-response"
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+def thought_signature(call_id: object) -> str:
+    """The ``thoughtSignature`` the loopback signs call `call_id` with (base64, as Google's)."""
+    return base64.b64encode(f"loopback-signature:{call_id}".encode()).decode()
 
 
 def error_object(status: int, message: str, **extra: Any) -> dict[str, Any]:
@@ -119,8 +126,12 @@ class GeminiRenderer(Renderer):
     @staticmethod
     def _call(call: ToolUse) -> dict[str, Any]:
         # Gemini sends a call whole; cut off at MAX_TOKENS it carries what parsed: nothing.
+        # As Gemini 3, it signs the call (a reply here makes one call: its step's first).
         args = {} if call.cut_tool else dict(call.tool_input)
-        return {"functionCall": {"id": call.tool_id, "name": call.tool_name, "args": args}}
+        return {
+            "functionCall": {"id": call.tool_id, "name": call.tool_name, "args": args},
+            "thoughtSignature": thought_signature(call.tool_id),
+        }
 
     def _error(self, error: StreamError) -> dict[str, Any]:
         if error.bare:
@@ -175,6 +186,40 @@ class GeminiRenderer(Renderer):
         return body
 
     # -- the server's side ---------------------------------------------------------------------
+
+    @staticmethod
+    def check(request: Any) -> str | None:
+        """What Gemini 3 refuses in the current turn (the steps since the last user text):
+        a step whose first call has no ``thoughtSignature``, or a signature it did not make
+        (Google's ``skip_thought_signature_validator`` passes)."""
+        contents = request.get("contents") if isinstance(request, dict) else None
+        if not isinstance(contents, list):
+            return None
+        steps = [
+            (c.get("role", "user"), [p for p in c.get("parts") or () if isinstance(p, dict)])
+            for c in contents
+            if isinstance(c, dict)
+        ]
+        turn = 0
+        for index, (role, parts) in enumerate(steps):
+            if role == "user" and any("functionResponse" not in p for p in parts):
+                turn = index + 1
+        for index, (_, parts) in enumerate(steps[turn:], start=turn + 1):
+            calls = [p for p in parts if isinstance(p.get("functionCall"), dict)]
+            for place, part in enumerate(calls):
+                name = part["functionCall"].get("name")
+                signature = part.get("thoughtSignature")
+                if signature is None and place == 0:
+                    return (
+                        "Function call is missing a thought_signature in functionCall parts. "
+                        "This is required for tools to work correctly, and missing "
+                        "thought_signature may lead to degraded model performance. Additional "
+                        f"data, function call `default_api:{name}`, position {index}."
+                    )
+                valid = (SKIP_SIGNATURE, thought_signature(part["functionCall"].get("id")))
+                if signature is not None and signature not in valid:
+                    return "Corrupted thought signature."
+        return None
 
     @staticmethod
     def carries_text(frame: Frame) -> bool:

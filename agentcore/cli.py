@@ -39,15 +39,19 @@ settings_option = click.option(
 )
 
 
-def load_kernel(settings_path: Path | None, **kwargs: Any) -> Kernel:
+def load_kernel(settings_path: Path | None, command: str | None = None, **kwargs: Any) -> Kernel:
+    """The kernel of `settings_path` for `command` (`PluginContext.command`); exit 2 on
+    settings or plugins that cannot load, saying why."""
     from agentcore.kernel import Kernel, PluginLoadError
     from agentcore.settings import SettingsError
 
     try:
-        return Kernel.load(settings_path, **kwargs)
+        kernel = Kernel.load(settings_path, **kwargs)
     except (SettingsError, PluginLoadError) as exc:
         say(f"agentcore: {exc}", err=True)
         raise SystemExit(2) from None
+    kernel.command = command
+    return kernel
 
 
 @click.group()
@@ -157,7 +161,7 @@ def infer(
     from agentcore.kernel import PluginLoadError
     from agentcore.settings import model_reference_problem
 
-    kernel = load_kernel(settings_path, plugins=status)
+    kernel = load_kernel(settings_path, "infer", plugins=status)
     problem = model_reference_problem(model, kernel.settings.providers)
     if problem is not None:
         click.echo(f"agentcore: --model: {problem}", err=True)
@@ -198,9 +202,10 @@ def serve(settings_path: Path | None, console: str | None) -> None:
     from agentcore.kernel import PluginLoadError
 
     if console is None:
-        kernel = load_kernel(settings_path)
+        kernel = load_kernel(settings_path, "serve")
     else:
-        kernel = load_kernel(settings_path, environ={**os.environ, CONSOLE_LISTEN_ENV: console})
+        environ = {**os.environ, CONSOLE_LISTEN_ENV: console}
+        kernel = load_kernel(settings_path, "serve", environ=environ)
         if not any(r.name == "console" and r.state == "active" for r in kernel.records):
             say(
                 "agentcore: --console needs the console plugin (package agentcore-console), "
@@ -282,7 +287,7 @@ def demo() -> None:
 def spend(settings_path: Path | None, as_json: bool) -> None:
     """Spend in the current window per budget (per MCPL server, per provider) and its
     limit, read from the [fleet] store: with Redis, the whole fleet's."""
-    kernel = load_kernel(settings_path)
+    kernel = load_kernel(settings_path, "spend")
     reports = asyncio.run(_spend_reports(kernel))
     if as_json:
         say(json.dumps(reports[0] if len(reports) == 1 else {"reports": reports}))
@@ -300,13 +305,20 @@ def spend(settings_path: Path | None, as_json: bool) -> None:
 
 async def _spend_reports(kernel: Kernel) -> list[dict[str, Any]]:
     from agentcore.inference import InferenceError, PluginError
+    from agentcore.kernel import PluginLoadError
 
-    async with kernel:
-        try:
-            answers = await kernel.hooks.spend_report()
-        except (PluginError, InferenceError) as exc:  # the store unreachable, a plugin's bug
-            say(f"agentcore: spend: {exc}", err=True)
-            raise SystemExit(1) from None
+    try:
+        await kernel.start()
+    except PluginLoadError as exc:  # a plugin failed to start, as `serve` says it
+        say(f"agentcore: {exc}", err=True)
+        raise SystemExit(2) from None
+    try:
+        answers = await kernel.hooks.spend_report()
+    except (PluginError, InferenceError) as exc:  # the store unreachable, a plugin's bug
+        say(f"agentcore: spend: {exc}", err=True)
+        raise SystemExit(1) from None
+    finally:
+        await kernel.stop()
     return [dict(answer) for _, answer in answers if answer]
 
 

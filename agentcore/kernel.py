@@ -96,6 +96,8 @@ class Kernel:
         """The MCPL servers an `McplHost` running on this kernel is connected to, in
         settings order; none without one. The host sets it."""
         self._fleet: FleetStore | None = None
+        self.command: str | None = None
+        """The ``agentcore`` command it runs under (`PluginContext.command`); None embedded."""
         self.admission = Admission(
             self.hooks, lambda: self.fleet, self.stopping, self.waiting, self.emit_now
         )
@@ -232,6 +234,7 @@ class Kernel:
             bulk=self.settings.mcpl.bulk.model_copy(),
             add_claim_kind=functools.partial(self.admission.add_kind, record.name),
             pricer=self.pricer,
+            command=self.command,
         )
 
     # -- traces and waits ------------------------------------------------------------

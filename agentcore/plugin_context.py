@@ -88,6 +88,7 @@ class PluginContext(Generic[SettingsT]):
         bulk: BulkSettings | None = None,
         add_claim_kind: Callable[[ClaimKind], None] | None = None,
         pricer: Pricer | None = None,
+        command: str | None = None,
     ) -> None:
         self.name = name
         self.settings: SettingsT = settings
@@ -115,6 +116,11 @@ class PluginContext(Generic[SettingsT]):
         content reference a server sends may be fetched (`agentcore.api.BulkFetcher`)."""
         self._add_claim_kind = add_claim_kind
         self.pricer = pricer  # the kernel's prices (agentcore.pricing): what a call costs
+        self.command = command
+        """The ``agentcore`` command the kernel runs under: ``serve`` (the host), ``infer``
+        (one turn), ``spend`` (a report); None when a host embeds the kernel. A
+        one-off command shares the deployment's settings with a running ``serve``: a
+        plugin that listens on a port (the console) listens only in the host."""
 
     def add_claim_kind(self, kind: ClaimKind) -> None:
         """Add an admission claim kind of this plugin's own (in `agentcore_start`); its name

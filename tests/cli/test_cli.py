@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -662,3 +663,35 @@ def test_infer_shows_no_status_when_stderr_is_not_a_terminal(
     assert done.stdout == "after the wait\n"
     assert len(loopback_provider.calls) == 2  # it did wait for the retry
     assert "waiting for" not in done.stderr
+
+
+def test_one_off_commands_beside_a_running_serve_leave_its_console_port_alone(
+    tmp_path: Path,
+) -> None:
+    """`infer` and `spend` with the deployment's settings, while its `serve` holds the
+    console's port: the page is the host's, so neither tries to take the port."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # the running serve's console
+        port = taken.getsockname()[1]
+        path = tmp_path / "settings.toml"
+        path.write_text(f'[console]\nlisten = "127.0.0.1:{port}"\n')
+        spend = agentcore("spend", "--settings", str(path))
+        infer = agentcore("infer", "--settings", str(path), "--model", "echo:x", "Hi")
+    assert (spend.returncode, spend.stdout.strip()) == (
+        0,
+        "no budgets: the budget plugin is disabled, or [budget] names none",
+    ), spend.stderr
+    assert (infer.returncode, infer.stdout.strip()) == (0, "Hi"), infer.stderr
+
+
+def test_spend_with_a_plugin_that_cannot_start_says_why_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text("")
+    done = agentcore(
+        "spend", "--settings", str(path), env={"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://x"}
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("agentcore: these plugins failed")
+    assert "otel" in done.stderr and "OTEL_EXPORTER_OTLP_ENDPOINT" in done.stderr

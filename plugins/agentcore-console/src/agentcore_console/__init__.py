@@ -131,7 +131,9 @@ class ConsolePage:
     async def agentcore_start(self, context: PluginContext[ConsoleSettings]) -> None:
         self.settings = context.settings
         listen = self.settings.listen
-        if listen is None:
+        # Only the host serves the page: `agentcore infer` or `spend` with the deployment's
+        # settings would take the port of the `serve` running beside it.
+        if listen is None or context.command not in (None, "serve"):
             self._off, self._state = True, None
             return
         host, port = split_listen(listen)

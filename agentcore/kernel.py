@@ -41,6 +41,7 @@ from agentcore.inference import (
     StreamEvent,
     Terminal,
     Token,
+    UsageUpdate,
 )
 from agentcore.inference.calls import (
     Attempt,
@@ -486,6 +487,8 @@ class Kernel:
                                 event = await hooks.stream_event(attempt, event)
                             if type(event) is Token:
                                 visible = visible or event.visible
+                            elif type(event) is UsageUpdate:
+                                attempt.usage = event.usage  # what a cut attempt was billed
                             elif isinstance(event, Complete | Failed | Aborted):
                                 terminal = event
                                 break

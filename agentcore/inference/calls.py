@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from agentcore.inference.errors import InferenceError
-from agentcore.inference.models import Request
+from agentcore.inference.models import Request, Usage
 
 
 def split_model(reference: str) -> tuple[str, str]:
@@ -49,6 +49,10 @@ class Attempt:
     inference: Inference
     number: int
     """1 for the first call, 2 for the first retry, and so on."""
+    usage: Usage | None = None
+    """What the provider last reported this attempt used (a stream's `UsageUpdate`), kept
+    as the events pass: an attempt that failed or was cancelled mid-stream was billed
+    that much. None until a report came."""
 
     @property
     def provider(self) -> str:

@@ -116,3 +116,32 @@ async def test_a_cancel_for_an_id_not_in_flight_changes_nothing(rig: RigFactory)
         "mcpl:inference_complete",
     ]
     assert r.server.answers(done) != [] and len(r.server.answers(done)) == 1
+
+
+async def test_a_server_that_cancels_every_call_after_its_first_chunk_runs_into_its_budget(
+    rig: RigFactory,
+) -> None:
+    """The provider bills the prompt it read even when the reply is cut: each cancelled
+    call settles at the usage the provider reported (100,000 input tokens at $3 a
+    million: $0.30), so with $0.50 the third call is refused before the provider."""
+    price = {"price": {"input": 3.0, "output": 15.0}}
+    r = await rig(
+        inference=PATIENT,
+        provider_models={"a": {MODELS["a"].split(":", 1)[1]: price}},
+        extra={"budget": {"servers": {"srv": {"max_usd": 0.5}}}},
+    )
+    for _ in range(5):
+        r.provider.script(SLOW.replace(input_tokens=100_000), provider="a")
+        rid = await r.server.request("inference/request", inference(True))
+        async with asyncio.timeout(TIMEOUT_S):  # its first chunk, or its refusal
+            while not (r.server.chunks(rid) or r.server.answers(rid)):
+                await asyncio.sleep(0.005)
+        if r.server.answers(rid):
+            break
+        await r.server.cancel(rid, "enough")
+        await r.provider.wait_idle()
+    [refused] = r.server.answers(rid)
+    assert len(r.provider.calls) == 2  # two cancelled calls, then the refusal
+    error = refused.error
+    assert (error["code"], error["data"]["reason"]) == (-32603, "budget")
+    assert error["data"]["spentUsd"] == pytest.approx(0.6, rel=0.01)

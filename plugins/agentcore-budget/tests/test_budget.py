@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Any
 
 import pytest
@@ -27,13 +28,16 @@ from agentcore.api import (
     StopInfo,
     TextBlock,
     ThinkingBlock,
+    Token,
     Tool,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    UsageUpdate,
 )
 from agentcore.testing import Kernel, ScriptedProvider, TraceRecorder
 from agentcore.testing.redis import RedisServer
+from agentcore.testing.scripted import Stall
 
 Load = Callable[..., Kernel]
 USAGE = Usage(10, 100)
@@ -175,6 +179,30 @@ async def test_three_replicas_and_200_concurrent_calls_never_spend_past_a_budget
     refusals = [s for s, c in results if c is None]
     assert len(refusals) > 0 and len(refusals) < 200
     assert len(scripted_provider.calls) == 200 - len(refusals)
+
+
+@pytest.mark.parametrize("ending", ["cancelled", "cut"])
+async def test_a_call_ended_mid_stream_spends_what_the_provider_reported(
+    load: Load, scripted_provider: ScriptedProvider, ending: str
+) -> None:
+    """The provider bills what it read and wrote before a stream ends early: a call that
+    its server cancels after the first chunk (or whose stream is cut) settles at the
+    usage the provider last reported, not at $0, so a server that cancels every call
+    still runs into its budget."""
+    reported = Usage(1000, 7)
+    cost = (1000 * 10.0 + 7 * 10.0) / 1_000_000
+    end: Any = Stall() if ending == "cancelled" else InferenceError("network", "reset")
+    scripted_provider.script.append([UsageUpdate(reported), Token("hel", "text"), end])
+    async with load("[budget.servers.s1]\nmax_usd = 1.0") as kernel:
+        async with aclosing(kernel.stream(req())) as events:
+            async for event in events:
+                if isinstance(event, Token) and ending == "cancelled":
+                    break  # the server cancels: the stream is closed mid-reply
+        await settled(kernel)
+        report = (await kernel.hooks.spend_report())[0][1]
+    [row] = report["budgets"]
+    assert (row["scope"], row["reservedUsd"]) == ("server:s1", 0.0)
+    assert row["spentUsd"] == pytest.approx(cost)
 
 
 async def test_a_reservation_goes_back_once_and_only_from_its_holder(

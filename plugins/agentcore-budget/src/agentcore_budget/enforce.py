@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from loguru import logger
+
 from agentcore.api import (
     Attempt,
     AttemptEnd,
@@ -206,7 +208,7 @@ class Enforcer:
                 max_wait_s=0.0,
                 max_wait_setting="[budget]",
                 refused=functools.partial(self._refused, attempt, scope, window.end),
-                settle=_settle,
+                settle=self._settle,
                 plugin=self._context.name if self._context is not None else "",
             )
             for scope, key in scoped
@@ -234,6 +236,23 @@ class Enforcer:
             return None
         request = attempt.inference.request
         return input_bound(request) * rates[0] + request.max_tokens * rates[1]
+
+    def _settle(self, end: AttemptEnd) -> tuple[Scalar, ...]:
+        """The real cost: what the reply cost; for an attempt that failed or was cancelled
+        mid-stream, what the provider had reported it used (billed, though no reply came:
+        a server that cancels each call after its first chunk still spends); else 0 (it
+        failed before any report, or it is unpriced and allowed)."""
+        if end.response is not None:
+            return (end.response.cost_usd or 0.0,)
+        usage, attempt, pricer = end.attempt.usage, end.attempt, self._pricer
+        if usage is None or pricer is None:
+            return (0.0,)
+        try:
+            cost = pricer.cost_of(attempt.provider, (attempt.model,), usage)
+        except Exception:  # pricing never fails a release: the attempt counts as unpriced
+            logger.opt(exception=True).warning("budget: pricing a cut attempt failed")
+            cost = None
+        return (float(cost or 0),)
 
     def _refused(
         self, attempt: Attempt, scope: Scope, end: datetime, refusal: ClaimRefusal, _waited: float
@@ -313,9 +332,3 @@ class Enforcer:
                 {"scope": scope.name, "spentUsd": used, "reservedUsd": reserved, "maxUsd": limit}
             )
         return out
-
-
-def _settle(end: AttemptEnd) -> tuple[Scalar, ...]:
-    """The real cost: what the reply cost, or 0 (failed, or unpriced and allowed)."""
-    cost = end.response.cost_usd if end.response is not None else None
-    return (cost or 0.0,)

@@ -97,8 +97,7 @@ class Kernel:
         """The MCPL servers an `McplHost` running on this kernel is connected to, in
         settings order; none without one. The host sets it."""
         self._fleet: FleetStore | None = None
-        self.command: str | None = None
-        """The ``agentcore`` command it runs under (`PluginContext.command`); None embedded."""
+        self.command: str | None = None  # `PluginContext.command`: None when embedded
         self.admission = Admission(
             self.hooks, lambda: self.fleet, self.stopping, self.waiting, self.emit_now
         )
@@ -487,6 +486,7 @@ class Kernel:
                                 event = await hooks.stream_event(attempt, event)
                             if type(event) is Token:
                                 visible = visible or event.visible
+                                attempt.replied = True
                             elif type(event) is UsageUpdate:
                                 attempt.usage = event.usage  # what a cut attempt was billed
                             elif isinstance(event, Complete | Failed | Aborted):

@@ -53,6 +53,10 @@ class Attempt:
     """What the provider last reported this attempt used (a stream's `UsageUpdate`), kept
     as the events pass: an attempt that failed or was cancelled mid-stream was billed
     that much. None until a report came."""
+    replied: bool = False
+    """True once the provider's reply began (its first token came): the prompt was read
+    and is billed, whatever ends the attempt, though some wires report usage only at
+    their end (chat completions, Responses, Bedrock)."""
 
     @property
     def provider(self) -> str:

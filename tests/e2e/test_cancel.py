@@ -145,3 +145,28 @@ async def test_a_server_that_cancels_every_call_after_its_first_chunk_runs_into_
     error = refused.error
     assert (error["code"], error["data"]["reason"]) == (-32603, "budget")
     assert error["data"]["spentUsd"] == pytest.approx(0.6, rel=0.01)
+
+
+async def test_a_call_cancelled_before_the_wire_reports_usage_still_spends(
+    rig: RigFactory,
+) -> None:
+    """Chat completions reports usage only in its last chunk: a call its server cancels
+    after the first chunk was billed for its prompt all the same, and settles at its
+    input's worst case (bytes as tokens at the input price), never at $0."""
+    price = {"price": {"input": 3.0, "output": 15.0}}
+    r = await rig(
+        inference=PATIENT,
+        provider_models={"o": {MODELS["o"].split(":", 1)[1]: price}},
+        extra={"budget": {"servers": {"srv": {"max_usd": 0.5}}}},
+    )
+    r.provider.script(SLOW, provider="o")
+    rid = await r.server.request("inference/request", {**inference(True), "featureSet": "fs.o"})
+    await under_way(r, r.server, rid, True)
+    await r.server.cancel(rid, "enough")
+    await r.provider.wait_idle()
+    while r.kernel.admission._releases:  # the grant given back reaches the store
+        await asyncio.wait(set(r.kernel.admission._releases))
+    [(_, report)] = [a for a in await r.kernel.hooks.spend_report() if a[1]]
+    [row] = report["budgets"]
+    assert row["reservedUsd"] == 0.0
+    assert 0 < row["spentUsd"] < 0.001  # a short prompt's bytes at $3 a million tokens

@@ -181,18 +181,30 @@ async def test_three_replicas_and_200_concurrent_calls_never_spend_past_a_budget
     assert len(scripted_provider.calls) == 200 - len(refusals)
 
 
-@pytest.mark.parametrize("ending", ["cancelled", "cut"])
-async def test_a_call_ended_mid_stream_spends_what_the_provider_reported(
-    load: Load, scripted_provider: ScriptedProvider, ending: str
+@pytest.mark.parametrize(
+    ("ending", "reported"),
+    [
+        ("cancelled", Usage(1000, 7)),
+        ("cut", Usage(1000, 7)),
+        ("cancelled", None),  # a wire that reports usage only at its end (chat completions)
+        ("failed", None),  # before any reply: nothing was billed
+    ],
+)
+async def test_a_call_ended_mid_stream_spends_what_the_provider_billed(
+    load: Load, scripted_provider: ScriptedProvider, ending: str, reported: Usage | None
 ) -> None:
     """The provider bills what it read and wrote before a stream ends early: a call that
     its server cancels after the first chunk (or whose stream is cut) settles at the
-    usage the provider last reported, not at $0, so a server that cancels every call
-    still runs into its budget."""
-    reported = Usage(1000, 7)
-    cost = (1000 * 10.0 + 7 * 10.0) / 1_000_000
+    usage the provider last reported, or, begun with no report yet, at its input's worst
+    case; not at $0, so a server that cancels every call still runs into its budget."""
     end: Any = Stall() if ending == "cancelled" else InferenceError("network", "reset")
-    scripted_provider.script.append([UsageUpdate(reported), Token("hel", "text"), end])
+    steps: list[Any] = [] if reported is None else [UsageUpdate(reported)]
+    steps += [end] if ending == "failed" else [Token("hel", "text"), end]
+    scripted_provider.script.append(steps)
+    if reported is not None:
+        cost = (reported.input_tokens + reported.output_tokens) * 10.0 / 1_000_000
+    else:
+        cost = 0.0 if ending == "failed" else input_bound(req()) * 10.0 / 1_000_000
     async with load("[budget.servers.s1]\nmax_usd = 1.0") as kernel:
         async with aclosing(kernel.stream(req())) as events:
             async for event in events:

@@ -238,21 +238,28 @@ class Enforcer:
         return input_bound(request) * rates[0] + request.max_tokens * rates[1]
 
     def _settle(self, end: AttemptEnd) -> tuple[Scalar, ...]:
-        """The real cost: what the reply cost; for an attempt that failed or was cancelled
-        mid-stream, what the provider had reported it used (billed, though no reply came:
-        a server that cancels each call after its first chunk still spends); else 0 (it
-        failed before any report, or it is unpriced and allowed)."""
+        """The real cost: what the reply cost. An attempt that failed or was cancelled
+        mid-stream was billed too (a server that cancels each call after its first chunk
+        still spends): what the provider had reported it used, else, its reply begun on a
+        wire that reports usage only at the end, its input's worst case. 0 when it ended
+        before any reply, or is unpriced and allowed."""
         if end.response is not None:
             return (end.response.cost_usd or 0.0,)
-        usage, attempt, pricer = end.attempt.usage, end.attempt, self._pricer
-        if usage is None or pricer is None:
+        attempt, pricer = end.attempt, self._pricer
+        if pricer is None or (attempt.usage is None and not attempt.replied):
             return (0.0,)
+        cost: float | None
         try:
-            cost = pricer.cost_of(attempt.provider, (attempt.model,), usage)
+            if attempt.usage is not None:
+                found = pricer.cost_of(attempt.provider, (attempt.model,), attempt.usage)
+                cost = None if found is None else float(found)
+            else:
+                bound = input_bound(attempt.inference.request)
+                cost = pricer.worst_case(attempt.provider, attempt.model, bound, 0)
         except Exception:  # pricing never fails a release: the attempt counts as unpriced
             logger.opt(exception=True).warning("budget: pricing a cut attempt failed")
             cost = None
-        return (float(cost or 0),)
+        return (cost or 0.0,)
 
     def _refused(
         self, attempt: Attempt, scope: Scope, end: datetime, refusal: ClaimRefusal, _waited: float

@@ -450,8 +450,7 @@ class Kernel:
         self, request: Request, streamed: bool, turn: _HostTurn | None
     ) -> AsyncGenerator[StreamEvent, None]:
         """The one attempt loop of `complete()` and `stream()`: admit, call, end the attempt, ask
-        the policies, back off, end in exactly one terminal. A streamed attempt's events pass
-        `on_stream_event` on their way to the consumer (inline: this is the hot path)."""
+        the policies, back off, end in one terminal; events pass `on_stream_event` inline."""
         try:
             inference, provider = self._begin(request, streamed)
         except InferenceError as error:
@@ -474,15 +473,13 @@ class Kernel:
                 terminal: Terminal | None = None
                 # No coroutine per event when every on_stream_event implementation is sync.
                 observe = streamed and hooks.has_stream_observers
-                observe_now = hooks.stream_event_sync if hooks.stream_sync else None
+                observe_now = hooks.stream_event_sync if observe and hooks.stream_sync else None
                 try:
                     async with aclosing(call(provider, attempt)) as events:
                         async for event in events:
-                            if not observe:
-                                pass
-                            elif observe_now is not None:
+                            if observe_now is not None:
                                 event = observe_now(attempt, event)
-                            else:
+                            elif observe:
                                 event = await hooks.stream_event(attempt, event)
                             if type(event) is Token:
                                 visible = visible or event.visible

@@ -181,35 +181,51 @@ async def test_three_replicas_and_200_concurrent_calls_never_spend_past_a_budget
     assert len(scripted_provider.calls) == 200 - len(refusals)
 
 
+INPUT_WORST = input_bound(req()) * 10.0 / 1_000_000
+"""The input's part of `WORST`: every input byte a token."""
+REPORTED = Usage(1000, 7)
+REPORTED_COST = (1000 + 7) * 10.0 / 1_000_000
+CUT = InferenceError("network", "The connection to the provider broke mid-reply")
+
+
 @pytest.mark.parametrize(
-    ("ending", "reported"),
+    ("ending", "steps", "cost"),
     [
-        ("cancelled", Usage(1000, 7)),
-        ("cut", Usage(1000, 7)),
-        ("cancelled", None),  # a wire that reports usage only at its end (chat completions)
-        ("failed", None),  # before any reply: nothing was billed
+        # The provider reported its usage, then the server cancelled, or the stream broke.
+        ("cancel", [UsageUpdate(REPORTED), Token("hel", "text"), Stall()], REPORTED_COST),
+        ("end", [UsageUpdate(REPORTED), Token("hel", "text"), CUT], REPORTED_COST),
+        # A wire that reports usage only at its end (chat completions): the input was read.
+        ("cancel", [Token("hel", "text"), Stall()], INPUT_WORST),
+        ("wait", [Stall()], INPUT_WORST),  # cancelled before its first token
+        ("whole", [Stall()], WORST),  # a whole reply may be written to its end all the same
+        ("end", [InferenceError("overloaded", "529")], 0.0),  # an error answer: not billed
     ],
+    ids=["cancelled", "cut", "cancelled-unreported", "cancelled-early", "whole", "refused"],
 )
-async def test_a_call_ended_mid_stream_spends_what_the_provider_billed(
-    load: Load, scripted_provider: ScriptedProvider, ending: str, reported: Usage | None
+async def test_a_call_that_ends_without_a_reply_spends_what_the_provider_billed(
+    load: Load, scripted_provider: ScriptedProvider, ending: str, steps: list[Any], cost: float
 ) -> None:
-    """The provider bills what it read and wrote before a stream ends early: a call that
-    its server cancels after the first chunk (or whose stream is cut) settles at the
-    usage the provider last reported, or, begun with no report yet, at its input's worst
-    case; not at $0, so a server that cancels every call still runs into its budget."""
-    end: Any = Stall() if ending == "cancelled" else InferenceError("network", "reset")
-    steps: list[Any] = [] if reported is None else [UsageUpdate(reported)]
-    steps += [end] if ending == "failed" else [Token("hel", "text"), end]
+    """A provider bills the prompt it read however the call ends: a call its server cancels
+    (after the first chunk, or before) or whose stream breaks settles at the usage the
+    provider reported, else at its worst case (the input's; a whole call's output too),
+    never at $0, so a server that cancels every call still runs into its budget."""
     scripted_provider.script.append(steps)
-    if reported is not None:
-        cost = (reported.input_tokens + reported.output_tokens) * 10.0 / 1_000_000
-    else:
-        cost = 0.0 if ending == "failed" else input_bound(req()) * 10.0 / 1_000_000
     async with load("[budget.servers.s1]\nmax_usd = 1.0") as kernel:
-        async with aclosing(kernel.stream(req())) as events:
-            async for event in events:
-                if isinstance(event, Token) and ending == "cancelled":
-                    break  # the server cancels: the stream is closed mid-reply
+
+        async def call() -> None:
+            if ending == "whole":
+                await kernel.complete(req())
+                return
+            async with aclosing(kernel.stream(req())) as events:
+                async for event in events:
+                    if isinstance(event, Token) and ending == "cancel":
+                        return  # the server cancels: the stream is closed mid-reply
+
+        task = asyncio.create_task(call())
+        if ending in ("wait", "whole"):
+            await scripted_provider.stalled.wait()
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
         await settled(kernel)
         report = (await kernel.hooks.spend_report())[0][1]
     [row] = report["budgets"]

@@ -238,15 +238,17 @@ class Enforcer:
         return input_bound(request) * rates[0] + request.max_tokens * rates[1]
 
     def _settle(self, end: AttemptEnd) -> tuple[Scalar, ...]:
-        """The real cost: what the reply cost. An attempt that failed or was cancelled
-        mid-stream was billed too (a server that cancels each call after its first chunk
-        still spends): what the provider had reported it used, else, its reply begun on a
-        wire that reports usage only at the end, its input's worst case. 0 when it ended
-        before any reply, or is unpriced and allowed."""
+        """The real cost: what the reply cost. An attempt that ends without a reply was
+        billed all the same once the provider had it (a server that cancels each call
+        after its first chunk still spends): what the provider reported it used; else, a
+        reply begun or a call cancelled, its input's worst case, and for a whole call
+        cancelled its output's too (the provider may write the reply to its end). 0 for
+        a failure before any reply (an error answer), or unpriced and allowed."""
         if end.response is not None:
             return (end.response.cost_usd or 0.0,)
         attempt, pricer = end.attempt, self._pricer
-        if pricer is None or (attempt.usage is None and not attempt.replied):
+        cancelled = end.error is not None and end.error.kind == "cancelled"
+        if pricer is None or not (attempt.usage is not None or attempt.replied or cancelled):
             return (0.0,)
         cost: float | None
         try:
@@ -254,8 +256,10 @@ class Enforcer:
                 found = pricer.cost_of(attempt.provider, (attempt.model,), attempt.usage)
                 cost = None if found is None else float(found)
             else:
-                bound = input_bound(attempt.inference.request)
-                cost = pricer.worst_case(attempt.provider, attempt.model, bound, 0)
+                request = attempt.inference.request
+                whole = cancelled and not attempt.inference.streamed
+                out = request.max_tokens if whole else 0
+                cost = pricer.worst_case(attempt.provider, attempt.model, input_bound(request), out)
         except Exception:  # pricing never fails a release: the attempt counts as unpriced
             logger.opt(exception=True).warning("budget: pricing a cut attempt failed")
             cost = None

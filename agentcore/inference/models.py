@@ -35,6 +35,9 @@ class ThinkingBlock:
     thinking: str
     signature: str | None = None
     type: Literal["thinking"] = "thinking"
+    redacted: str | None = None
+    """Reasoning a safety system encrypted (Anthropic's ``redacted_thinking`` block): its
+    opaque ``data``, with no text. Sent back as it came, as the signed kind is."""
 
 
 @dataclass(slots=True)

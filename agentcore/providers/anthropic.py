@@ -2,7 +2,8 @@
 
 Streamed calls read the SSE events ``message_start`` (served model, input and
 cache tokens), ``content_block_start`` / ``_delta`` / ``_stop`` (text, thinking
-and signature deltas, ``tool_use`` with ``input_json_delta``), ``message_delta``
+and signature deltas, ``redacted_thinking`` whole at its start, ``tool_use`` with
+``input_json_delta``), ``message_delta``
 (stop reason, output tokens), ``message_stop`` and ``ping``; an ``event: error``
 mid-stream fails the call with the kind its ``error.type`` names. Whole calls
 read the JSON message. Thinking and tool input are streamed as invisible tokens.
@@ -115,8 +116,10 @@ def _message(message: Message) -> dict[str, Any]:
         if isinstance(block, TextBlock):
             content.append({"type": "text", "text": block.text})
         elif isinstance(block, ThinkingBlock):
-            # The API accepts earlier thinking back only with its signature.
-            if block.signature:
+            # The API accepts earlier thinking back only as it came: signed, or redacted.
+            if block.redacted:
+                content.append({"type": "redacted_thinking", "data": block.redacted})
+            elif block.signature:
                 content.append(
                     {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
                 )
@@ -244,11 +247,13 @@ class AnthropicTranslator(Translator):
                     self.blocks.add(out, block, item["text"])
             elif btype == "thinking":
                 self.blocks.start(out, index, "thinking")
+            elif btype == "redacted_thinking":  # whole at its start: no deltas follow
+                self.blocks.start(out, index, "thinking").redacted = item.get("data")
             elif btype == "tool_use":
                 self.blocks.start(out, index, "tool_use", item.get("id", ""), item.get("name", ""))
             else:
-                # Block types the normalized model has no place for (redacted thinking,
-                # server tools): their deltas are dropped.
+                # Block types the normalized model has no place for (server tools):
+                # their deltas are dropped.
                 self.blocks.ignore(index)
         elif kind == "content_block_stop":
             self.blocks.stop(out, self.blocks.by_index.get(obj.get("index", 0)))
@@ -287,6 +292,8 @@ class AnthropicTranslator(Translator):
                 content.append(TextBlock(item.get("text", "")))
             elif kind == "thinking":
                 content.append(ThinkingBlock(item.get("thinking", ""), item.get("signature")))
+            elif kind == "redacted_thinking":
+                content.append(ThinkingBlock("", redacted=item.get("data")))
             elif kind == "tool_use":
                 value = item.get("input")
                 content.append(

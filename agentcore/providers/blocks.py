@@ -29,7 +29,17 @@ __all__ = ["Block", "Blocks", "json_object"]
 class Block:
     """One output block being streamed: its pieces so far, built once at its stop."""
 
-    __slots__ = ("id", "ignored", "index", "name", "parts", "signature", "stopped", "type")
+    __slots__ = (
+        "id",
+        "ignored",
+        "index",
+        "name",
+        "parts",
+        "redacted",
+        "signature",
+        "stopped",
+        "type",
+    )
 
     def __init__(self, index: int, type: BlockType, id: str = "", name: str = "") -> None:
         self.index = index
@@ -38,6 +48,7 @@ class Block:
         self.id = id
         self.name = name
         self.signature: str | None = None
+        self.redacted: str | None = None
         self.stopped = False
         self.ignored = False
 
@@ -46,7 +57,7 @@ class Block:
         if self.type == "text":
             return TextBlock(text)
         if self.type == "thinking":
-            return ThinkingBlock(text, self.signature)
+            return ThinkingBlock(text, self.signature, redacted=self.redacted)
         return ToolUseBlock(self.id, self.name, json_object(text), signature=self.signature)
 
 

@@ -368,6 +368,9 @@ class Streamed(Scenario):
     """The text deltas, in order; None splits `text` after each space."""
     thought: str = ""
     """Thinking streamed before the text (never visible)."""
+    redacted_thinking: str | None = None
+    """anthropic wire: a ``redacted_thinking`` block with this ``data`` first (reasoning a
+    safety system encrypted); no other wire plays it."""
     reasoning_field: str = "reasoning"
     """openai wire: ``reasoning`` (OpenRouter) or ``reasoning_content`` (DeepSeek, vLLM)."""
 

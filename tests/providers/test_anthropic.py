@@ -211,7 +211,13 @@ async def test_request_wire_format_and_headers(
     )
     req.messages += [
         Message(
-            "assistant", [ThinkingBlock("hmm", "sig"), ToolUseBlock("t1", "get_weather", {"c": 1})]
+            "assistant",
+            [
+                ThinkingBlock("hmm", "sig"),
+                ThinkingBlock("", redacted="EmwKAhgBEgy3va3pzix"),
+                ThinkingBlock("never signed"),  # the API would refuse it: not sent
+                ToolUseBlock("t1", "get_weather", {"c": 1}),
+            ],
         ),
         Message("user", [ToolResultBlock("t1", "sunny")]),
     ]
@@ -236,6 +242,7 @@ async def test_request_wire_format_and_headers(
             "role": "assistant",
             "content": [
                 {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
                 {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"c": 1}},
             ],
         },
@@ -362,7 +369,12 @@ def test_thinking_before_text() -> None:
     events = play([payload])
     end = terminal(events)
     assert isinstance(end, Complete)
-    assert end.response.content == [ThinkingBlock("Let me think.", "EqQBCgYIAR"), TextBlock("42")]
+    # The redacted block is kept whole (its data), to go back as it came in a tool loop.
+    assert end.response.content == [
+        ThinkingBlock("Let me think.", "EqQBCgYIAR"),
+        ThinkingBlock("", redacted="xyz"),
+        TextBlock("42"),
+    ]
     assert invisible(events, "thinking") == "Let me think."
     assert visible(events) == "42"
     assert all(e.block == "thinking" for e in events if isinstance(e, Token) and not e.visible)
@@ -515,6 +527,7 @@ async def test_whole_reply(provider: AnthropicProvider, loopback_provider: Loopb
         "model": "claude-served-2",
         "content": [
             {"type": "thinking", "thinking": "hmm", "signature": "s"},
+            {"type": "redacted_thinking", "data": "EmwKAhgB"},
             {"type": "text", "text": "Let me look."},
             {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {"city": "Oslo"}},
         ],
@@ -527,6 +540,7 @@ async def test_whole_reply(provider: AnthropicProvider, loopback_provider: Loopb
     assert loopback_provider.calls[-1].body["stream"] is False
     assert response.content == [
         ThinkingBlock("hmm", "s"),
+        ThinkingBlock("", redacted="EmwKAhgB"),
         TextBlock("Let me look."),
         ToolUseBlock("toolu_9", "get_weather", {"city": "Oslo"}),
     ]

@@ -254,6 +254,36 @@ class TestCompletes:
 
 
 @pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_a_tool_loop_sends_redacted_thinking_back_as_it_came(
+    loopback_provider: LoopbackServer, kernel_for: Any, streamed: bool
+) -> None:
+    """With thinking on, Anthropic refuses a tool loop's next call whose last assistant
+    message lost the thinking it began with (the loopback does too). Thinking a safety
+    system redacted comes as its encrypted data only, and goes back as it came."""
+    extras = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    data = "EmwKAhgBEgy3va3pzix"
+    first = Scenario.tool_use("get_weather", {"city": "Oslo"}, redacted_thinking=data)
+    loopback_provider.script(first, Scenario.text("4 degrees."), provider="anthropic")
+    ask = [Message.user("Weather in Oslo?")]
+    async with kernel_for() as kernel:
+        request = Request("anthropic:model-x", ask, extras=extras)
+        if streamed:
+            events = [event async for event in kernel.stream(request)]
+            assert isinstance(events[-1], Complete), events[-1]
+            got = events[-1].response
+        else:
+            got = await kernel.complete(request)
+        assert got.content[0] == ThinkingBlock("", redacted=data)
+        [call] = got.tool_calls
+        turn = [Message("assistant", list(got.content))]
+        turn.append(Message("user", [ToolResultBlock(call.id, "4 C, clear")]))
+        second = await kernel.complete(Request("anthropic:model-x", ask + turn, extras=extras))
+    assert second.text == "4 degrees."
+    sent = loopback_provider.calls_to("anthropic")[-1].body["messages"][1]["content"]
+    assert sent[0] == {"type": "redacted_thinking", "data": data}
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
 async def test_pause_turn(
     loopback_provider: LoopbackServer, kernel_for: Any, streamed: bool
 ) -> None:

@@ -466,6 +466,30 @@ def test_gemini_rate_limit_states_its_wait_in_retry_info(
     assert loopback_provider.calls[-1].headers["x-goog-api-key"] == API_KEY
 
 
+@modes
+def test_anthropic_redacted_thinking_as_the_sdk_reads_it(
+    loopback_provider: LoopbackServer, streamed: bool
+) -> None:
+    """The loopback's ``redacted_thinking`` block is one the official SDK reads as such,
+    whole and streamed (its data whole at the block's start, no deltas)."""
+    loopback_provider.script(Scenario.text("Done.", redacted_thinking="EmwKAhgB"))
+    client = anthropic.Anthropic(
+        api_key=API_KEY, base_url=loopback_provider.base_url("anthropic"), max_retries=0
+    )
+    ask: Any = {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": PROMPT}]}
+    try:
+        if streamed:
+            with client.messages.stream(**ask) as stream:
+                message = stream.get_final_message()
+        else:
+            message = client.messages.create(**ask)
+    finally:
+        client.close()
+    first, text = message.content
+    assert (first.type, getattr(first, "data", None)) == ("redacted_thinking", "EmwKAhgB")
+    assert (text.type, getattr(text, "text", None)) == ("text", "Done.")
+
+
 def test_gemini_thought_signatures_go_round_as_the_sdk_sends_them(
     loopback_provider: LoopbackServer,
 ) -> None:

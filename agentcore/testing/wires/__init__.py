@@ -59,6 +59,8 @@ def render(scenario: Scenario, wire: Wire, request: Any, *, streamed: bool, mode
     elif isinstance(scenario, Long):
         scenario = scenario.as_reply()
     said = scenario.reply if isinstance(scenario, Streamed) else ""
+    if isinstance(scenario, Streamed) and scenario.redacted_thinking and wire != "anthropic":
+        raise Unplayable("a redacted_thinking block exists only on the anthropic wire")
     renderer = kind(scenario.model or model, usage_of(scenario, said), scenario)
     play = _play(scenario, renderer, streamed)
     play.encode = kind.encode
@@ -137,6 +139,8 @@ def _cut_ending(scenario: Cut) -> Ending:
 def _said(scenario: Streamed, renderer: Renderer) -> list[Frame]:
     """Thinking, then text, with the wire's keep-alive once after the first piece of text."""
     frames: list[Frame] = []
+    if scenario.redacted_thinking:
+        frames += renderer.redacted_thinking(scenario.redacted_thinking)
     for piece in scenario.thought_pieces():
         frames += renderer.thinking(piece)
     for i, piece in enumerate(scenario.pieces()):

@@ -108,6 +108,9 @@ class AnthropicRenderer(Renderer):
         )
         return [*frames, self._delta({"type": "thinking_delta", "thinking": piece})]
 
+    def redacted_thinking(self, data: str) -> list[Frame]:
+        return self._start({"type": "redacted_thinking", "data": data})  # whole: no deltas
+
     def text(self, piece: str) -> list[Frame]:
         frames = [] if self.block == "text" else self._start({"type": "text", "text": ""})
         return [*frames, self._delta({"type": "text_delta", "text": piece})]
@@ -147,6 +150,8 @@ class AnthropicRenderer(Renderer):
 
     def whole(self, reply: Reply) -> Any:
         content: list[dict[str, Any]] = []
+        if reply.redacted_thinking:
+            content.append({"type": "redacted_thinking", "data": reply.redacted_thinking})
         if reply.thought:
             content.append({"type": "thinking", "thinking": reply.thought, "signature": SIGNATURE})
         if reply.reply:
@@ -194,10 +199,13 @@ class AnthropicRenderer(Renderer):
 
     @staticmethod
     def check(request: Any) -> str | None:
-        """What the Messages API would refuse in the request's ``cache_control`` marks: more
-        than 4, one on an empty text or a thinking block, an unknown TTL, or a longer TTL
-        after a shorter one (prompt order: tools, system, messages)."""
-        return cache_control_problem(request) if isinstance(request, dict) else None
+        """What the Messages API would refuse: in the request's ``cache_control`` marks,
+        more than 4, one on an empty text or a thinking block, an unknown TTL, or a longer
+        TTL after a shorter one (prompt order: tools, system, messages); with thinking on,
+        a tool loop whose last assistant message lost the thinking it began with."""
+        if not isinstance(request, dict):
+            return None
+        return cache_control_problem(request) or thinking_problem(request)
 
     @staticmethod
     def last_user_text(request: Any) -> str:
@@ -219,6 +227,33 @@ def _blocks(request: dict[str, Any]) -> list[Any]:
         if isinstance(content, list):
             blocks += content
     return [b for b in blocks if isinstance(b, dict)]
+
+
+def thinking_problem(request: dict[str, Any]) -> str | None:
+    """With thinking on, the last assistant message of a tool loop (the one with its
+    ``tool_use``) must start with its thinking block, signed or redacted, as it came."""
+    thinking = request.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") in (None, "disabled"):
+        return None
+    messages = [m for m in request.get("messages") or () if isinstance(m, dict)]
+    for index in range(len(messages) - 1, -1, -1):
+        content = messages[index].get("content")
+        if messages[index].get("role") != "assistant" or not isinstance(content, list):
+            continue
+        blocks = [b for b in content if isinstance(b, dict)]
+        first = blocks[0].get("type") if blocks else None
+        if any(b.get("type") == "tool_use" for b in blocks) and first not in (
+            "thinking",
+            "redacted_thinking",
+        ):
+            return (
+                f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                f"but found `{first}`. When `thinking` is enabled, a final `assistant` message "
+                "must start with a thinking block (preceeding the lastmost set of `tool_use` "
+                "and `tool_result` blocks)."
+            )
+        return None
+    return None
 
 
 def cache_control_problem(request: dict[str, Any]) -> str | None:

@@ -57,6 +57,9 @@ class Renderer:
     def thinking(self, piece: str) -> list[Frame]:
         raise NotImplementedError
 
+    def redacted_thinking(self, data: str) -> list[Frame]:
+        raise Unplayable("a redacted_thinking block exists only on the anthropic wire")
+
     def text(self, piece: str) -> list[Frame]:
         raise NotImplementedError
 

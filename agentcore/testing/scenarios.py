@@ -369,8 +369,9 @@ class Streamed(Scenario):
     thought: str = ""
     """Thinking streamed before the text (never visible)."""
     redacted_thinking: str | None = None
-    """anthropic wire: a ``redacted_thinking`` block with this ``data`` first (reasoning a
-    safety system encrypted); no other wire plays it."""
+    """Reasoning a safety system encrypted, first, with this data: Anthropic's
+    ``redacted_thinking`` block, Converse's ``reasoningContent.redactedContent``; the
+    other wires have none (unplayable)."""
     reasoning_field: str = "reasoning"
     """openai wire: ``reasoning`` (OpenRouter) or ``reasoning_content`` (DeepSeek, vLLM)."""
 

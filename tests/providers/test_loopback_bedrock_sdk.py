@@ -6,6 +6,7 @@ SigV4 signature passes the server's check, and a wrong one is refused as AWS ref
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -45,10 +46,14 @@ def invoke_stream(client: Any) -> dict[str, Any]:
     body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 64,
             "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
     response = client.invoke_model_with_response_stream(modelId=ANTHROPIC, body=json.dumps(body))
-    seen: dict[str, Any] = {"text": "", "tool": ""}
+    seen: dict[str, Any] = {"text": "", "tool": "", "redacted": []}
     for item in response["body"]:
         event = json.loads(item["chunk"]["bytes"])
-        if event["type"] == "content_block_delta":
+        if event["type"] == "content_block_start":
+            block = event["content_block"]
+            if block["type"] == "redacted_thinking":
+                seen["redacted"].append(block["data"].encode())
+        elif event["type"] == "content_block_delta":
             delta = event["delta"]
             seen["text"] += delta.get("text", "")
             seen["tool"] += delta.get("partial_json", "")
@@ -64,10 +69,12 @@ def converse_stream(client: Any) -> dict[str, Any]:
     response = client.converse_stream(
         modelId=OTHER, messages=[{"role": "user", "content": [{"text": "hi"}]}]
     )
-    seen: dict[str, Any] = {"text": "", "tool": ""}
+    seen: dict[str, Any] = {"text": "", "tool": "", "redacted": []}
     for item in response["stream"]:
         if "contentBlockDelta" in item:
             delta = item["contentBlockDelta"]["delta"]
+            if "redactedContent" in delta.get("reasoningContent", {}):
+                seen["redacted"].append(delta["reasoningContent"]["redactedContent"])
             seen["text"] += delta.get("text", "")
             seen["tool"] += delta.get("toolUse", {}).get("input", "")
         elif "messageStop" in item:
@@ -84,7 +91,9 @@ def converse(client: Any) -> dict[str, Any]:
     )
     content = response["output"]["message"]["content"]
     tool = next((c["toolUse"]["input"] for c in content if "toolUse" in c), None)
+    reasoning = [c["reasoningContent"] for c in content if "reasoningContent" in c]
     return {
+        "redacted": [r["redactedContent"] for r in reasoning if "redactedContent" in r],
         "text": "".join(c.get("text", "") for c in content),
         "tool": json.dumps(tool) if tool is not None else "",
         "stop": response["stopReason"],
@@ -99,7 +108,9 @@ def invoke(client: Any) -> dict[str, Any]:
     response = client.invoke_model(modelId=ANTHROPIC, body=json.dumps(body))
     data = json.loads(response["body"].read())
     tool = next((c["input"] for c in data["content"] if c["type"] == "tool_use"), None)
+    redacted = [c["data"].encode() for c in data["content"] if c["type"] == "redacted_thinking"]
     return {
+        "redacted": redacted,
         "text": "".join(c.get("text", "") for c in data["content"]),
         "tool": json.dumps(tool) if tool is not None else "",
         "stop": data["stop_reason"],
@@ -107,6 +118,9 @@ def invoke(client: Any) -> dict[str, Any]:
         "output": data["usage"]["output_tokens"],
     }
 
+
+REDACTED = "cmVkYWN0ZWQtcmVhc29uaW5n"
+"""Redacted reasoning's data (base64, as Bedrock's blobs travel in JSON)."""
 
 CALLS = {
     "invoke_model_with_response_stream": invoke_stream,
@@ -128,6 +142,7 @@ REPLIES = {
     "refusal": Scenario.refusal(),
     "tool_use": Scenario.tool_use(text="Looking."),
     "thinking": Scenario.thinking(),
+    "redacted": Scenario.text("Hello.", redacted_thinking=REDACTED),
 }
 
 
@@ -145,6 +160,9 @@ def test_each_reply_reads_in_boto3(
     assert (seen["input"], seen["output"]) == (12, len(scenario.reply.split()))  # type: ignore[attr-defined]
     if family == "tool_use":
         assert json.loads(seen["tool"]) == {"city": "Paris", "unit": "celsius"}
+    # Converse's redactedContent is a blob: boto3 hands out its bytes, decoded from base64.
+    redacted = REDACTED.encode() if "invoke" in call else base64.b64decode(REDACTED)
+    assert seen["redacted"] == ([redacted] if family == "redacted" else [])
 
 
 @pytest.mark.parametrize("call", ["invoke_model_with_response_stream", "converse_stream"])

@@ -49,6 +49,10 @@ RENDERERS: dict[Wire, type[Renderer]] = {
 }
 
 
+REDACTING: frozenset[Wire] = frozenset({"anthropic", "bedrock", "bedrock-converse"})
+"""The wires with redacted thinking (`Streamed.redacted_thinking`)."""
+
+
 def render(scenario: Scenario, wire: Wire, request: Any, *, streamed: bool, model: str) -> Play:
     """Render `scenario` for one call: `request` is its parsed JSON body, `model` the one
     it asked for (the served one unless the scenario names another)."""
@@ -59,8 +63,8 @@ def render(scenario: Scenario, wire: Wire, request: Any, *, streamed: bool, mode
     elif isinstance(scenario, Long):
         scenario = scenario.as_reply()
     said = scenario.reply if isinstance(scenario, Streamed) else ""
-    if isinstance(scenario, Streamed) and scenario.redacted_thinking and wire != "anthropic":
-        raise Unplayable("a redacted_thinking block exists only on the anthropic wire")
+    if isinstance(scenario, Streamed) and scenario.redacted_thinking and wire not in REDACTING:
+        raise Unplayable("redacted thinking exists only on the anthropic and bedrock wires")
     renderer = kind(scenario.model or model, usage_of(scenario, said), scenario)
     play = _play(scenario, renderer, streamed)
     play.encode = kind.encode

@@ -58,7 +58,7 @@ class Renderer:
         raise NotImplementedError
 
     def redacted_thinking(self, data: str) -> list[Frame]:
-        raise Unplayable("a redacted_thinking block exists only on the anthropic wire")
+        raise Unplayable("redacted thinking exists only on the anthropic and bedrock wires")
 
     def text(self, piece: str) -> list[Frame]:
         raise NotImplementedError

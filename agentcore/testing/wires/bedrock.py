@@ -233,6 +233,13 @@ class ConverseRenderer(Renderer):
     def thinking(self, piece: str) -> list[Frame]:
         return [*self._open("thinking"), self._delta({"reasoningContent": {"text": piece}})]
 
+    def redacted_thinking(self, data: str) -> list[Frame]:
+        # A block of its own (no signature follows), its data in one delta.
+        return [
+            *self._open("redacted"),
+            self._delta({"reasoningContent": {"redactedContent": data}}),
+        ]
+
     def text(self, piece: str) -> list[Frame]:
         return [*self._open("text"), self._delta({"text": piece})]
 
@@ -267,6 +274,8 @@ class ConverseRenderer(Renderer):
 
     def whole(self, reply: Reply) -> Any:
         content: list[dict[str, Any]] = []
+        if reply.redacted_thinking:
+            content.append({"reasoningContent": {"redactedContent": reply.redacted_thinking}})
         if reply.thought:
             text = {"text": reply.thought, "signature": "sig-loopback"}
             content.append({"reasoningContent": {"reasoningText": text}})

@@ -17,7 +17,9 @@ from agentcore.api import (
     Request,
     Response,
     TextBlock,
+    ThinkingBlock,
     Token,
+    ToolResultBlock,
     ToolUseBlock,
 )
 from agentcore.testing import Kernel, LoopbackServer, Scenario
@@ -102,6 +104,40 @@ async def test_an_ending_arrives_as_on_every_wire(
     assert (response.usage.input_tokens, response.usage.output_tokens) == (12, words)
     (call,) = bedrock_server.calls
     assert call.wire == WIRES[api] and call.stream is streamed and call.model == APIS[api]
+
+
+async def test_redacted_reasoning_goes_back_as_it_came_in_a_tool_loop(
+    bedrock_server: LoopbackServer, bedrock_kernel: Callable[..., Kernel], api: str, streamed: bool
+) -> None:
+    """Reasoning a safety system redacted (Invoke: Anthropic's ``redacted_thinking``;
+    Converse: ``reasoningContent.redactedContent``) is kept as its data and goes back as it
+    came; on Invoke with thinking on, a loop that lost it is refused as Anthropic does."""
+    data = "cmVkYWN0ZWQtcmVhc29uaW5n"  # base64, as Bedrock's blobs travel
+    bedrock_server.script(Scenario.tool_use(redacted_thinking=data), Scenario.text("4 degrees."))
+    extras: dict[str, Any] = {}
+    if api == "invoke":
+        extras = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    ask = [Message.user("Weather in Paris?")]
+    model = f"br:{APIS[api]}"
+    async with bedrock_kernel() as kernel:
+        first = Request(model, ask, max_tokens=2048, extras=extras)
+        if streamed:
+            events = [event async for event in kernel.stream(first)]
+            assert isinstance(events[-1], Complete), events[-1]
+            got = events[-1].response
+        else:
+            got = await kernel.complete(first)
+        assert got.content[0] == ThinkingBlock("", redacted=data)
+        [call] = got.tool_calls
+        turn = [Message("assistant", list(got.content))]
+        turn.append(Message("user", [ToolResultBlock(call.id, "4 C")]))
+        second = await kernel.complete(Request(model, ask + turn, max_tokens=2048, extras=extras))
+    assert text_of(second) == "4 degrees."
+    sent = bedrock_server.calls[-1].body["messages"][1]["content"][0]
+    if api == "invoke":
+        assert sent == {"type": "redacted_thinking", "data": data}
+    else:
+        assert sent == {"reasoningContent": {"redactedContent": data}}
 
 
 async def test_a_tool_call_is_a_tool_use_block(

@@ -84,8 +84,10 @@ def _message(message: Message) -> dict[str, Any]:
         if isinstance(block, TextBlock):
             if block.text:  # Converse refuses an empty text block
                 content.append({"text": block.text})
-        elif isinstance(block, ThinkingBlock):
-            if block.signature:
+        elif isinstance(block, ThinkingBlock):  # back as it came: redacted, or signed
+            if block.redacted:
+                content.append({"reasoningContent": {"redactedContent": block.redacted}})
+            elif block.signature:
                 text = {"text": block.thinking, "signature": block.signature}
                 content.append({"reasoningContent": {"reasoningText": text}})
         elif isinstance(block, ToolUseBlock):
@@ -152,6 +154,8 @@ class ConverseTranslator(Translator):
                         blocks.add(out, block, reasoning["text"])
                     if reasoning.get("signature"):
                         block.signature = reasoning["signature"]
+                    if reasoning.get("redactedContent"):
+                        block.redacted = reasoning["redactedContent"]
             elif name == "contentBlockStart":
                 use = (obj.get("start") or {}).get("toolUse") or {}
                 index = obj.get("contentBlockIndex", 0)
@@ -189,6 +193,7 @@ class ConverseTranslator(Translator):
                 block = self.blocks.start(out, index, "thinking")
                 self.blocks.add(out, block, text.get("text", ""))
                 block.signature = text.get("signature")
+                block.redacted = item["reasoningContent"].get("redactedContent")
         self.stop_reason = data.get("stopReason")
         read_usage(data.get("usage"), self.usage, USAGE_FIELDS)
         total_input(self.usage)

@@ -1,20 +1,18 @@
 """Scripted endings for the loopback provider server, one small type per family.
 
 A scenario says what one provider call does in terms of the normalized model
-(text, a stop reason, a tool call, an error, a cut, a stall), never in wire
-terms: `agentcore.testing.wires` renders it on whichever wire was called
-(Anthropic Messages, OpenAI chat completions, the OpenAI Responses API, Gemini),
-streamed or whole as the call asks. A scenario one wire cannot say (``pause_turn``
-on chat completions, a bare ``finish_reason: "error"`` on Anthropic) is answered
-with HTTP 400 and a message that says so, never silently approximated.
+(text, a stop reason, a tool call, an error, a cut, a stall), never in wire terms:
+`agentcore.testing.wires` renders it on whichever wire was called, streamed or whole
+as the call asks. A scenario one wire cannot say (``pause_turn`` on chat completions,
+a bare ``finish_reason: "error"`` on Anthropic) is answered with HTTP 400 and a
+message that says so, never silently approximated.
 
 The families:
 
 - `Reply`: text (after optional thinking), then a stop; `ToolUse` ends in a tool
   call, `Echo` replies with the caller's last message, `Long` streams N chunks.
 - `HttpError`: an error before the stream (any status, stated waits, quota).
-- `StreamError`: text, then an error inside the 200 stream; `ErrorBody`: a 200
-  whose whole body is an error object.
+- `StreamError`: text, then an error inside the 200 stream; `ErrorBody`: a 200 error body.
 - `Cut`: text, then no terminal (the connection drops, or the body just ends).
 - `Stall`: text, then nothing (pings at most) until the client leaves.
 
@@ -369,9 +367,7 @@ class Streamed(Scenario):
     thought: str = ""
     """Thinking streamed before the text (never visible)."""
     redacted_thinking: str | None = None
-    """Reasoning a safety system encrypted, first, with this data: Anthropic's
-    ``redacted_thinking`` block, Converse's ``reasoningContent.redactedContent``; the
-    other wires have none (unplayable)."""
+    """Encrypted (redacted) reasoning first, with this data: Anthropic and Bedrock only."""
     reasoning_field: str = "reasoning"
     """openai wire: ``reasoning`` (OpenRouter) or ``reasoning_content`` (DeepSeek, vLLM)."""
 

@@ -7,7 +7,8 @@ provider in each hour, day or month (UTC), fleet-wide through the ``[fleet]`` st
   dearest input rate, plus ``max_tokens`` of output. The store grants every claim of the
   call at once or none, so concurrent calls on many replicas can never together spend
   past a budget. When the attempt ends the claim settles to the real cost
-  (`Response.cost_usd`; 0 for a failed attempt).
+  (`Response.cost_usd`; for a call cancelled or cut, what the provider billed: its
+  reported usage, else its worst case; 0 for an error answer).
 - A refused call fails at once, before any provider traffic: an `InferenceError`
   (code ``budget_exceeded``) naming the budget, what was spent (and reserved by calls in
   flight), the limit and when the window resets; its `data` is what an MCPL server gets

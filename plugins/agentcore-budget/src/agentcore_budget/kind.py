@@ -18,8 +18,9 @@ third of `lease_s`, only for calls that outlive a sixth of it); a replica that d
 renewing, and its reservations lapse: a check that would refuse (and each renewal) first
 drops at most `LAPSES_PER_STEP` lapsed ones, taking back exactly what each reserved, so
 no step scans every call in flight, and a call that fits does no more than unleased.
-Given back, a claim settles: its reservation goes, its real cost (the settlement, 0
-when the attempt failed or its model is unpriced under ``on_unpriced = "allow"``) is
+Given back, a claim settles: its reservation goes, its real cost (the settlement,
+`Enforcer._settle`'s: what the reply cost, or what a call that ended without one was
+billed; 0 for an error answer, or a model unpriced under ``on_unpriced = "allow"``) is
 added to ``spent``. Given back after its lease lapsed, the reservation is
 gone already (nothing is taken back twice) but the real cost is still added, once: the
 money was spent. Given back twice, or never granted, it changes nothing. The same steps
